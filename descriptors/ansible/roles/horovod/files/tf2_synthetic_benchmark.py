@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Synthetic-data training benchmark for TensorFlow 2 + Horovod.
+
+Trains a Keras application model (default ResNet50) on random images with
+horovod.tensorflow and a GradientTape, one rank per process.  Rank 0 prints
+one line ``REFARCH_RESULT {json}`` with:
+  world_size, hosts (one hostname per rank), batch_size (per rank),
+  images_per_sec (total over all ranks, mean of the timed steps),
+  images_per_sec_per_rank, step_times_s (list), model, image_size.
+"""
+
+import argparse
+import json
+import os
+import socket
+import time
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="ResNet50")
+    p.add_argument("--image-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=16, help="images per rank per step")
+    p.add_argument("--warmup-steps", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--intra-op-threads", type=int, default=1)
+    return p.parse_args()
+
+
+def main():
+    args = parse_args()
+    import tensorflow as tf
+    import horovod.tensorflow as hvd
+
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    hvd.init()
+
+    model_cls = getattr(tf.keras.applications, args.model)
+    model = model_cls(weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
+    opt = tf.keras.optimizers.SGD(learning_rate=0.01 * hvd.size())
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy()
+    tf.random.set_seed(1234 + hvd.rank())
+    images = tf.random.uniform([args.batch_size, args.image_size, args.image_size, 3])
+    labels = tf.random.uniform([args.batch_size], maxval=args.classes, dtype=tf.int64)
+
+    @tf.function
+    def step(first):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, model(images, training=True))
+        tape = hvd.DistributedGradientTape(tape)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        if first:
+            hvd.broadcast_variables(model.variables, root_rank=0)
+            hvd.broadcast_variables(opt.variables(), root_rank=0)
+        return loss
+
+    step(True)
+    for _ in range(args.warmup_steps):
+        step(False)
+    times = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        loss = step(False)
+        loss.numpy()
+        times.append(time.perf_counter() - start)
+    per_rank = args.batch_size * len(times) / sum(times)
+    total = hvd.allreduce(tf.constant(per_rank), op=hvd.Sum).numpy()
+    hosts = hvd.allgather_object(socket.gethostname())
+    if hvd.rank() == 0:
+        result = {
+            "world_size": hvd.size(),
+            "hosts": hosts,
+            "batch_size": args.batch_size,
+            "images_per_sec": float(total),
+            "images_per_sec_per_rank": float(total) / hvd.size(),
+            "step_times_s": [round(t, 4) for t in times],
+            "model": args.model,
+            "image_size": args.image_size,
+            "pid": os.getpid(),
+        }
+        print("REFARCH_RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+# The local cloud: podman "machines" (systemd as PID 1, sshd with per-node
+# host keys) on a run-scoped podman network.  Built-in terraform_data with
+# local-exec creates and destroys them; every resource carries the label
+# refarch.run_id=<run id> so that a sweep finds what a failed create left.
+
+locals {
+  network_name = "${var.run_id}-net"
+  script       = abspath("${path.module}/scripts/podman-node.sh")
+  nodes = [
+    for i in range(var.node_count) : {
+      hostname = "node${i + 1}"
+      address  = cidrhost(var.subnet_cidr, var.first_host_number + i)
+      roles    = i == 0 ? ["worker", "storage"] : ["worker"]
+    }
+  ]
+}
+
+resource "terraform_data" "network" {
+  input = {
+    name   = local.network_name
+    subnet = var.subnet_cidr
+    run_id = var.run_id
+    script = local.script
+  }
+
+  provisioner "local-exec" {
+    command = "${self.input.script} network-create"
+    environment = {
+      NETWORK = self.input.name
+      SUBNET  = self.input.subnet
+      RUN_ID  = self.input.run_id
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "${self.input.script} network-destroy"
+    environment = {
+      NETWORK = self.input.name
+    }
+  }
+}
+
+resource "terraform_data" "node" {
+  count = var.node_count
+
+  input = {
+    name        = "${var.run_id}-${local.nodes[count.index].hostname}"
+    hostname    = local.nodes[count.index].hostname
+    address     = local.nodes[count.index].address
+    network     = terraform_data.network.output.name
+    image       = var.image
+    memory_mb   = var.flavor.memory_mb
+    run_id      = var.run_id
+    script      = local.script
+    pubkey_file = var.ssh_public_key_file
+    known_hosts = var.ssh_known_hosts_file
+  }
+
+  provisioner "local-exec" {
+    command = "${self.input.script} node-create"
+    environment = {
+      NAME        = self.input.name
+      HOSTNAME_   = self.input.hostname
+      ADDRESS     = self.input.address
+      NETWORK     = self.input.network
+      IMAGE       = self.input.image
+      MEMORY_MB   = self.input.memory_mb
+      RUN_ID      = self.input.run_id
+      PUBKEY_FILE = self.input.pubkey_file
+      KNOWN_HOSTS = self.input.known_hosts
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "${self.input.script} node-destroy"
+    environment = {
+      NAME = self.input.name
+    }
+  }
+}

@@ -1,0 +1,63 @@
+#!/bin/sh
+# Create and destroy the local cloud's resources with podman.  Called by the
+# local-exec provisioners of main.tf with its inputs in the environment.
+#   network-create  NETWORK SUBNET RUN_ID
+#   network-destroy NETWORK
+#   node-create     NAME HOSTNAME_ ADDRESS NETWORK IMAGE MEMORY_MB RUN_ID PUBKEY_FILE KNOWN_HOSTS
+#   node-destroy    NAME
+set -eu
+
+# podman's default runtime (crun) and ulimits fail on hosts with hybrid
+# cgroups and without CAP_SYS_RESOURCE; runc and explicit limits work.
+RUNTIME="${REFARCH_PODMAN_RUNTIME:-runc}"
+BOOT_TIMEOUT="${REFARCH_BOOT_TIMEOUT:-90}"
+
+case "$1" in
+network-create)
+    podman network create --subnet "$SUBNET" --label "refarch.run_id=$RUN_ID" "$NETWORK" >/dev/null
+    ;;
+network-destroy)
+    # Gone already counts as destroyed.
+    podman network rm -f "$NETWORK" >/dev/null 2>&1 || ! podman network exists "$NETWORK"
+    ;;
+node-create)
+    podman run -d --name "$NAME" --hostname "$HOSTNAME_" --no-hosts \
+        --network "$NETWORK" --ip "$ADDRESS" \
+        --runtime "$RUNTIME" --systemd=always \
+        --ulimit nofile=1024:4096 --ulimit nproc=4096:8192 \
+        --memory "${MEMORY_MB}m" \
+        --device /dev/fuse --cap-add SYS_ADMIN \
+        --label "refarch.run_id=$RUN_ID" --label "refarch.node=$HOSTNAME_" \
+        "$IMAGE" /sbin/init >/dev/null
+    # Wait for first boot: host keys made and sshd running.
+    i=0
+    until podman exec "$NAME" systemctl is-active --quiet ssh.service 2>/dev/null; do
+        i=$((i + 1))
+        if [ "$i" -ge "$BOOT_TIMEOUT" ]; then
+            echo "node $HOSTNAME_ ($NAME): sshd not active after ${BOOT_TIMEOUT}s" >&2
+            podman logs --tail 20 "$NAME" >&2 || true
+            podman exec "$NAME" systemctl status ssh.service >&2 || true
+            exit 1
+        fi
+        sleep 1
+    done
+    podman exec -i "$NAME" sh -c 'install -d -m 0700 -o debian -g debian /home/debian/.ssh &&
+        cat > /home/debian/.ssh/authorized_keys &&
+        chown debian:debian /home/debian/.ssh/authorized_keys &&
+        chmod 0600 /home/debian/.ssh/authorized_keys' < "$PUBKEY_FILE"
+    # The host key is read out of band (as from a cloud console log), so the
+    # controller can keep strict host key checking.
+    key=$(podman exec "$NAME" cat /etc/ssh/ssh_host_ed25519_key.pub | cut -d' ' -f1,2)
+    (
+        flock 9
+        echo "$ADDRESS $key" >> "$KNOWN_HOSTS"
+    ) 9>>"$KNOWN_HOSTS.lock"
+    ;;
+node-destroy)
+    podman rm -f --ignore -t 5 "$NAME" >/dev/null
+    ;;
+*)
+    echo "usage: $0 network-create|network-destroy|node-create|node-destroy" >&2
+    exit 2
+    ;;
+esac

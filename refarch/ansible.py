@@ -1,0 +1,148 @@
+"""Running the descriptors' playbook with the Ansible CLI.
+
+``ansible-playbook`` runs in its own process group under a time limit
+(:func:`refarch.proc.run`), with its output streamed into the run's log; the
+PLAY RECAP is parsed into per-host counts so that idempotence (a second run
+reports changed=0) can be checked.
+"""
+
+from __future__ import annotations
+
+import re
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import proc
+from .errors import CommandError, PreflightError
+from .paths import ANSIBLE_DIR
+
+_RECAP_LINE = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
+
+
+@dataclass
+class PlaybookResult:
+    """Outcome of one ``ansible-playbook`` run.
+
+    ``recap`` maps host -> {ok, changed, unreachable, failed, skipped,
+    rescued, ignored} counts; ``rc`` is the exit status.
+    """
+
+    rc: int
+    recap: dict[str, dict[str, int]]
+    output: str
+
+    @property
+    def changed(self) -> dict[str, int]:
+        """Host -> number of changed tasks."""
+        return {host: counts.get("changed", 0) for host, counts in self.recap.items()}
+
+    def changed_tasks(self) -> dict[str, list[str]]:
+        """Host -> names of the tasks that reported ``changed``."""
+        out: dict[str, list[str]] = {}
+        task = "?"
+        for line in self.output.splitlines():
+            m = re.match(r"^(?:TASK|RUNNING HANDLER) \[(.*)\]", line)
+            if m:
+                task = m.group(1)
+                continue
+            m = re.match(r"^changed: \[([^\]]+)\]", line)
+            if m:
+                out.setdefault(m.group(1).split(" -> ")[0], []).append(task)
+        return out
+
+    def failed_hosts(self) -> list[str]:
+        return sorted(h for h, c in self.recap.items() if c.get("failed") or c.get("unreachable"))
+
+
+def parse_recap(output: str) -> dict[str, dict[str, int]]:
+    """Per-host counts from the PLAY RECAP section of ``ansible-playbook``
+    output (the last recap wins when there are several)."""
+    recap: dict[str, dict[str, int]] = {}
+    in_recap = False
+    for raw in output.splitlines():
+        line = re.sub(r"\x1b\[[0-9;]*m", "", raw).rstrip()
+        if line.startswith("PLAY RECAP"):
+            in_recap, recap = True, {}
+            continue
+        if in_recap:
+            m = _RECAP_LINE.match(line)
+            if m:
+                counts = dict(pair.split("=") for pair in m.group("counts").split())
+                recap[m.group("host")] = {k: int(v) for k, v in counts.items()}
+            elif line.strip():
+                in_recap = False
+    return recap
+
+
+def playbook_command() -> str:
+    """Path of ``ansible-playbook``: beside this Python (its virtualenv) or on PATH.
+
+    Raises:
+        PreflightError: the Ansible CLI is not installed.
+    """
+    beside = Path(sys.executable).parent / "ansible-playbook"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("ansible-playbook")
+    if not found:
+        raise PreflightError("ansible-playbook not found: install the suite's Python requirements (pip install -e .)")
+    return found
+
+
+def _failures(output: str) -> list[str]:
+    """Each ``fatal:``/``failed:`` line joined with its indented detail lines."""
+    found: list[str] = []
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith(("fatal:", "failed:")):
+            detail = [line.strip()]
+            for nxt in lines[i + 1:i + 8]:
+                if not nxt.startswith(" "):
+                    break
+                detail.append(nxt.strip())
+            found.append(" ".join(detail))
+    return found
+
+
+def preflight() -> None:
+    """Raises PreflightError when the Ansible CLI is not installed."""
+    playbook_command()
+
+
+def run_playbook(
+    inventory: Path,
+    log: Path,
+    timeout: float,
+    extra_vars_file: Path | None = None,
+    playbook: Path = ANSIBLE_DIR / "site.yml",
+    check: bool = True,
+) -> PlaybookResult:
+    """Run ``playbook`` against ``inventory`` within ``timeout`` seconds.
+
+    Raises:
+        CommandError: the playbook failed (the message names the failed hosts
+            and the last lines of output) and ``check`` is true.
+        PhaseTimeout: it ran past ``timeout``.
+    """
+    cmd = [playbook_command(), "-i", str(inventory), str(playbook)]
+    if extra_vars_file:
+        cmd += ["-e", f"@{extra_vars_file}"]
+    env = {
+        "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "PYTHONUNBUFFERED": "1",
+        # ansible-playbook's own tools (ansible-galaxy, ...) from the same venv.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    done = proc.run(cmd, timeout=timeout, log=log, env=env, check=False, stream=True, cwd=ANSIBLE_DIR)
+    result = PlaybookResult(done.returncode, parse_recap(done.stdout), done.stdout)
+    if check and done.returncode != 0:
+        failed = _failures(done.stdout)[-3:]
+        hosts = ", ".join(result.failed_hosts()) or "unknown hosts"
+        detail = " | ".join(f[:300] for f in failed) or (done.stdout.strip().splitlines() or ["no output"])[-1]
+        raise CommandError(f"ansible-playbook failed on {hosts} (log: {log}): {detail}")
+    return result

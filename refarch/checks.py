@@ -1,0 +1,131 @@
+"""Parsing and judging what the node and cluster checks collect.
+
+Pure functions, unit-tested offline on recorded outputs; the tests in
+``tests/integration`` feed them what testinfra reads from the nodes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from .profile import Reference
+
+
+# sshd -------------------------------------------------------------------------
+def parse_sshd_t(text: str) -> dict[str, list[str]]:
+    """``sshd -T`` output -> {lower-case keyword: [values in order]}."""
+    settings: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        parts = line.strip().split(None, 1)
+        if parts:
+            settings.setdefault(parts[0].lower(), []).append(parts[1] if len(parts) > 1 else "")
+    return settings
+
+
+def sshd_violations(effective: dict[str, list[str]], expected: dict[str, str | list[str]]) -> list[str]:
+    """Each expected setting that the effective configuration breaks, as
+    ``"passwordauthentication is 'yes', expected 'no'"``.  An expected list
+    means any of its values is fine."""
+    problems = []
+    for key, want in sorted(expected.items()):
+        allowed = [want] if isinstance(want, str) else list(want)
+        have = effective.get(key.lower())
+        if not have:
+            problems.append(f"{key} is not set, expected {' or '.join(map(repr, allowed))}")
+        elif have[0] not in allowed:
+            problems.append(f"{key} is {have[0]!r}, expected {' or '.join(map(repr, allowed))}")
+    return problems
+
+
+# horovodrun --check-build ---------------------------------------------------
+def parse_check_build(text: str) -> dict[str, list[str]]:
+    """``horovodrun --check-build`` -> {"version": [v], "frameworks": [...],
+    "controllers": [...], "tensor_operations": [...]} listing what is
+    built in (``[X]``)."""
+    result: dict[str, list[str]] = {"version": [], "frameworks": [], "controllers": [], "tensor_operations": []}
+    section = None
+    for line in text.splitlines():
+        m = re.match(r"\s*Horovod v(\S+):", line)
+        if m:
+            result["version"] = [m.group(1)]
+            continue
+        m = re.match(r"\s*Available (Frameworks|Controllers|Tensor Operations):", line)
+        if m:
+            section = m.group(1).lower().replace(" ", "_")
+            continue
+        m = re.match(r"\s*\[([ X])\]\s+(\S.*?)\s*$", line)
+        if m and section and m.group(1) == "X":
+            result[section].append(m.group(2))
+    return result
+
+
+def missing_build_features(built: dict[str, list[str]], frameworks: list[str], controllers: list[str]) -> list[str]:
+    """What the profile asks for that ``--check-build`` does not list."""
+    missing = [f"framework {f}" for f in frameworks if f not in built.get("frameworks", [])]
+    missing += [f"controller {c}" for c in controllers if c not in built.get("controllers", [])]
+    return missing
+
+
+# Cluster-wide consistency -------------------------------------------------------
+def duplicated(values: dict[str, str]) -> dict[str, list[str]]:
+    """{node: value} -> {value: [nodes]} for every value held by 2+ nodes."""
+    counts = Counter(values.values())
+    return {v: sorted(n for n, x in values.items() if x == v) for v, c in counts.items() if c > 1}
+
+
+def inconsistent(values: dict[str, str]) -> bool:
+    """True when the nodes do not all report the same value."""
+    return len(set(values.values())) > 1
+
+
+# Scaling efficiency -------------------------------------------------------------
+def scaling_efficiency(throughput_n: float, throughput_1: float, world_size: int) -> float:
+    """throughput(N) / (N x throughput(1)); throughputs in images/sec.
+
+    Source: the usual weak-scaling definition used by the Horovod paper
+    (Sergeev & Del Balso 2018, arXiv:1802.05799).
+
+    Raises:
+        ValueError: a throughput is not positive or ``world_size`` < 1.
+    """
+    if throughput_1 <= 0 or throughput_n <= 0:
+        raise ValueError(f"throughputs must be positive (np=1: {throughput_1}, np={world_size}: {throughput_n})")
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    return throughput_n / (world_size * throughput_1)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` is "pass", "warn" or "fail"; ``message`` says why."""
+
+    status: str
+    message: str
+
+
+def judge(value: float, ref: Reference, what: str = "scaling efficiency") -> Verdict:
+    """Compare ``value`` with a reference (ReFrame-style: fail below
+    ``lower``, warn below ``warn_below``)."""
+    text = f"{what} {value:.1%} (target {ref.target:.0%}, lower bound {ref.lower:.0%}, batch {ref.batch_size})"
+    if value < ref.lower:
+        return Verdict("fail", text + " is below the lower bound")
+    if ref.warn_below is not None and value < ref.warn_below:
+        return Verdict("warn", text + " is in the warning band")
+    return Verdict("pass", text)
+
+
+def parse_training_result(output: str) -> dict:
+    """The ``REFARCH_RESULT {json}`` line of the benchmark's output.
+
+    Raises:
+        ValueError: no such line (the job did not finish).
+    """
+    import json
+
+    for line in reversed(output.splitlines()):
+        idx = line.find("REFARCH_RESULT ")
+        if idx >= 0:
+            return json.loads(line[idx + len("REFARCH_RESULT "):])
+    raise ValueError("the training job printed no REFARCH_RESULT line")

@@ -1,0 +1,162 @@
+"""Command line: the stages of a run, each on its own (as Terratest's
+skippable stages and Molecule's steps), plus the sweep.
+
+  refarch up --profile local [--set K=V]   deploy + configure, keep; prints the run id
+  refarch configure RUN_ID                 run the playbook against a kept cluster
+  refarch test RUN_ID [-- PYTEST ARGS]     node/cluster checks and smoke job against it
+  refarch destroy RUN_ID                   terraform destroy + sweep + leak check
+  refarch sweep [--stale] [--dry-run]      remove leftovers of runs (by label)
+  refarch list                             runs and their state
+
+The default full job (deploy, configure, check, smoke, destroy) is
+``pytest tests/integration --profile local`` (``tox -e integration``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from . import localcloud
+from .cluster import Cluster
+from .errors import RefarchError
+from .lifecycle import guarded
+from .paths import ROOT, runs_dir
+from .profile import parse_overrides
+from .run import RunDir
+
+
+def _up(args) -> int:
+    cluster = Cluster.create(args.profile, parse_overrides(args.set), run_id=args.run_id)
+    print(f"run id: {cluster.run_id}", flush=True)
+
+    def teardown():
+        print(f"refarch: tearing down {cluster.run_id}", file=sys.stderr, flush=True)
+        cluster.destroy()
+
+    kept = {"ok": False}
+    with guarded(teardown, keep=lambda: kept["ok"] or args.keep_on_failure):
+        cluster.prepare()
+        contract = cluster.deploy()
+        if not args.no_configure:
+            cluster.configure()
+        kept["ok"] = True
+    cluster.rundir.update_meta(kept=True)
+    for node in contract.nodes:
+        print(f"  {node.name:<8} {node.address}")
+    print(f"kept. ssh: ssh -F {cluster.rundir.ssh_dir / 'config'} {contract.nodes[0].name}")
+    print(f"checks: python -m refarch test {cluster.run_id}    destroy: python -m refarch destroy {cluster.run_id}")
+    return 0
+
+
+def _configure(args) -> int:
+    cluster = Cluster.attach(args.run_id)
+    result = cluster.configure()
+    print(json.dumps({"changed": result.changed}))
+    return 0
+
+
+def _test(args) -> int:
+    RunDir.open(args.run_id)
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration"), "--run-id", args.run_id,
+           *args.pytest_args]
+    return subprocess.call(cmd, cwd=ROOT)
+
+
+def _destroy(args) -> int:
+    cluster = Cluster.attach(args.run_id)
+    report = cluster.destroy()
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _sweep(args) -> int:
+    """Remove resources of runs whose owner process is gone (``--stale``) or
+    of the given run ids; kept runs are spared unless ``--include-kept``."""
+    targets = set(args.run_ids)
+    if args.stale:
+        for run_id in sorted(localcloud.all_run_ids()):
+            try:
+                rd = RunDir.open(run_id)
+                meta = rd.read_meta()
+                if rd.owner_alive() or (meta.get("kept") and not args.include_kept):
+                    continue
+            except RefarchError:
+                pass  # no run directory: nobody owns it
+            targets.add(run_id)
+    for run_id in sorted(targets):
+        found = localcloud.run_resources(run_id)
+        print(f"{'would remove' if args.dry_run else 'removing'} {run_id}: {json.dumps(found)}")
+        if not args.dry_run:
+            localcloud.sweep(run_id)
+            try:
+                rd = RunDir.open(run_id)
+                state = rd.terraform_dir / "terraform.tfstate"
+                if state.exists():
+                    state.rename(state.with_suffix(".tfstate.swept"))
+                rd.update_meta(kept=False, destroyed=True, swept=True)
+            except RefarchError:
+                pass
+    if not targets:
+        print("nothing to sweep")
+    return 0
+
+
+def _list(_args) -> int:
+    live = localcloud.all_run_ids()
+    for path in sorted(runs_dir().iterdir()):
+        if not (path / "run.json").exists():
+            continue
+        meta = json.loads((path / "run.json").read_text())
+        state = "live" if path.name in live else ("destroyed" if meta.get("destroyed") else "gone")
+        print(f"{path.name:<32} {meta.get('profile', '?'):<10} {state:<10} kept={meta.get('kept', False)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="refarch", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="deploy and configure a cluster, and keep it")
+    up.add_argument("--profile", default="local")
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    up.add_argument("--run-id", help="use this run id instead of a new one")
+    up.add_argument("--no-configure", action="store_true", help="deploy only")
+    up.add_argument("--keep-on-failure", action="store_true", help="do not tear down when a stage fails")
+    up.set_defaults(func=_up)
+    for name, func, text in (("configure", _configure, "run the playbook against a kept cluster"),
+                             ("destroy", _destroy, "destroy a kept cluster and check nothing is left")):
+        sp = sub.add_parser(name, help=text)
+        sp.add_argument("run_id")
+        sp.set_defaults(func=func)
+    t = sub.add_parser("test", help="run the checks and the smoke job against a kept cluster")
+    t.add_argument("run_id")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    t.set_defaults(func=_test)
+    s = sub.add_parser("sweep", help="remove leftovers of runs by their run-id label")
+    s.add_argument("run_ids", nargs="*")
+    s.add_argument("--stale", action="store_true", help="every run whose owner process is gone")
+    s.add_argument("--include-kept", action="store_true", help="with --stale: kept runs too")
+    s.add_argument("--dry-run", action="store_true")
+    s.set_defaults(func=_sweep)
+    sub.add_parser("list", help="list runs").set_defaults(func=_list)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "pytest_args", None) and args.pytest_args[0] == "--":
+        args.pytest_args = args.pytest_args[1:]
+    try:
+        return args.func(args)
+    except RefarchError as exc:
+        print(f"refarch: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"refarch: interrupted ({exc or 'SIGINT'})", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,25 @@
+"""Errors the suite raises; each message is one line meant for a person."""
+
+
+class RefarchError(Exception):
+    """Base class: a problem the suite reports as one line and exits non-zero."""
+
+
+class ProfileError(RefarchError):
+    """A profile is unknown, malformed or asks for an impossible cluster."""
+
+
+class PreflightError(RefarchError):
+    """A tool, credential or input is missing; raised before anything is created."""
+
+
+class PhaseTimeout(RefarchError):
+    """A phase (deploy, configure, ...) ran past its time limit in seconds."""
+
+
+class CommandError(RefarchError):
+    """An external command (terraform, podman, ansible) failed."""
+
+
+class LeakError(RefarchError):
+    """Teardown left resources of the run behind."""

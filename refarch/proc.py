@@ -1,0 +1,112 @@
+"""Running external commands with a time limit and a log file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import CommandError, PhaseTimeout
+
+
+def run(
+    cmd: Sequence[str],
+    *,
+    timeout: float | None = None,
+    log: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    check: bool = True,
+    cwd: Path | None = None,
+    stdin=None,
+    stream: bool = False,
+) -> subprocess.CompletedProcess:
+    """Run ``cmd`` in its own process group and return the completed process
+    (text ``stdout``/``stderr``).
+
+    ``timeout`` is in seconds; when it passes, the process group gets
+    SIGTERM, then SIGKILL 10 s later, and :class:`PhaseTimeout` is raised.
+    Any exception while waiting (Ctrl-C, SIGTERM turned into
+    KeyboardInterrupt) stops the group the same way before it propagates.
+    Output is appended to ``log`` when given; with ``stream`` it is written
+    there as it comes (for long phases) and returned as ``stdout``.
+    ``stdin`` may be a file or pipe; ``input_text`` sends a string instead.
+
+    Raises:
+        CommandError: the command is missing or exits non-zero and ``check``.
+        PhaseTimeout: the time limit passed.
+    """
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    log_fh = None
+    if stream:
+        if log is None:
+            raise ValueError("stream needs a log file")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log_fh = open(log, "a+", encoding="utf-8")
+        log_fh.write(f"$ {' '.join(cmd)}\n")
+        log_fh.flush()
+        offset = log_fh.tell()
+    try:
+        proc = subprocess.Popen(
+            list(cmd),
+            stdin=subprocess.PIPE if input_text is not None else (stdin or subprocess.DEVNULL),
+            stdout=log_fh or subprocess.PIPE,
+            stderr=subprocess.STDOUT if log_fh else subprocess.PIPE,
+            text=True,
+            env=full_env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as exc:
+        raise CommandError(f"{cmd[0]}: command not found") from exc
+    try:
+        try:
+            out, err = proc.communicate(input_text, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            if not stream:
+                _append_log(log, cmd, out, err, "timeout")
+            raise PhaseTimeout(f"{' '.join(cmd[:3])} ran past its {timeout:.0f} s limit") from exc
+        except BaseException:
+            _kill_group(proc)
+            raise
+        if log_fh:
+            log_fh.seek(offset)
+            out, err = log_fh.read(), ""
+            log_fh.write(f"[exit: {proc.returncode}]\n")
+        else:
+            _append_log(log, cmd, out, err, proc.returncode)
+    finally:
+        if log_fh:
+            log_fh.close()
+    result = subprocess.CompletedProcess(list(cmd), proc.returncode, out, err)
+    if check and proc.returncode != 0:
+        tail = ((err or "").strip() or (out or "").strip()).splitlines()[-5:]
+        raise CommandError(f"{' '.join(cmd[:4])} exited {proc.returncode}: " + " | ".join(tail))
+    return result
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _append_log(log: Path | None, cmd, out: str, err: str, status) -> None:
+    if log is None:
+        return
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n{out or ''}{err or ''}[exit: {status}]\n")

@@ -1,0 +1,215 @@
+"""Profiles: one YAML file per target that carries every expectation.
+
+A profile names the cloud, node count and flavor, what each node must have
+and the property thresholds; tests read expectations from it and hard-code
+none.  Thresholds are references with tolerances (after ReFrame): a target,
+a lower bound and an optional warning band.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ProfileError
+from .paths import PROFILES_DIR
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Flavor(_Strict):
+    """Node size. ``memory_mb`` in MiB; ``name`` is the cloud flavor, if any."""
+
+    memory_mb: int = Field(6144, ge=512)
+    name: str | None = None
+
+
+class Nodes(_Strict):
+    count: int = Field(ge=1, le=8)
+    flavor: Flavor = Flavor()
+
+
+class Network(_Strict):
+    subnet_pool: str
+    subnet_prefix: int = Field(24, ge=16, le=28)
+
+    @field_validator("subnet_pool")
+    @classmethod
+    def _pool_is_cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.ip_network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"malformed subnet {value!r}: {exc}") from None
+        if net.version != 4:
+            raise ValueError(f"subnet {value!r} is not IPv4")
+        return value
+
+    @model_validator(mode="after")
+    def _prefix_fits(self) -> Network:
+        if ipaddress.ip_network(self.subnet_pool).prefixlen > self.subnet_prefix:
+            raise ValueError(f"subnet_prefix /{self.subnet_prefix} is larger than the pool {self.subnet_pool}")
+        return self
+
+
+class TrainingUser(_Strict):
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,30}$")
+    uid: int = Field(ge=1000, le=60000)
+
+
+class SharedStorage(_Strict):
+    type: Literal["sshfs", "nfs"]
+    export: str = Field(pattern=r"^/")
+    mount_point: str = Field(pattern=r"^/")
+
+
+class HorovodBuild(_Strict):
+    frameworks: list[str]
+    controllers: list[str]
+
+
+class Expect(_Strict):
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    sshd: dict[str, str | list[str]]
+    horovod_build: HorovodBuild
+
+
+class Smoke(_Strict):
+    model: str
+    image_size: int = Field(ge=32, le=512)
+    batch_size: int = Field(ge=1)
+    warmup_steps: int = Field(ge=0)
+    steps: int = Field(ge=1)
+    intra_op_threads: int = Field(1, ge=1)
+    start_timeout_s: int = Field(120, ge=10)
+
+
+class Reference(_Strict):
+    """A performance reference: ``lower`` fails, below ``warn_below`` warns."""
+
+    batch_size: int = Field(ge=1)
+    target: float = Field(gt=0, le=1.5)
+    lower: float = Field(ge=0)
+    warn_below: float | None = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Reference:
+        if self.lower > self.target:
+            raise ValueError(f"lower {self.lower} is above target {self.target}")
+        return self
+
+
+class Thresholds(_Strict):
+    scaling_efficiency: list[Reference]
+
+
+class Timeouts(_Strict):
+    """Phase time limits in seconds."""
+
+    image: int = Field(1200, ge=1)
+    wheel: int = Field(2400, ge=1)
+    deploy: int = Field(600, ge=1)
+    configure: int = Field(1500, ge=1)
+    check: int = Field(300, ge=1)
+    smoke: int = Field(900, ge=1)
+    teardown: int = Field(300, ge=1)
+
+
+class Profile(_Strict):
+    """A validated profile. Build one with :func:`load_profile`."""
+
+    name: str
+    description: str = ""
+    cloud: Literal["local", "openstack"]
+    nodes: Nodes
+    network: Network
+    training_user: TrainingUser
+    shared_storage: SharedStorage
+    expect: Expect
+    smoke: Smoke
+    thresholds: Thresholds
+    timeouts_s: Timeouts = Timeouts()
+    #: Controller-side globs of extra CA certificates every node must trust.
+    extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
+
+    @model_validator(mode="after")
+    def _threshold_for_batch(self) -> Profile:
+        self.efficiency_reference()
+        return self
+
+    def efficiency_reference(self, batch_size: int | None = None) -> Reference:
+        """The scaling-efficiency reference for ``batch_size`` (default: the
+        smoke job's).
+
+        Raises:
+            ValueError: the profile has no reference for that batch size.
+        """
+        batch = batch_size or self.smoke.batch_size
+        for ref in self.thresholds.scaling_efficiency:
+            if ref.batch_size == batch:
+                return ref
+        raise ValueError(f"thresholds.scaling_efficiency has no entry for batch_size {batch}")
+
+
+def available_profiles() -> list[str]:
+    """Names of the profiles shipped in ``descriptors/profiles``."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yml"))
+
+
+def _set_path(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ProfileError(f"override {dotted}: {key} is not a mapping")
+    node[keys[-1]] = value
+
+
+def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
+    """Load and validate a profile by name (``descriptors/profiles/<name>.yml``)
+    or by path, applying dotted-key ``overrides`` such as ``{"nodes.count": 3}``.
+
+    Raises:
+        ProfileError: unknown profile, unreadable YAML, or a value that fails
+            validation; the message is one line naming the field.
+    """
+    path = Path(name_or_path)
+    if not (path.suffix in (".yml", ".yaml") and path.is_file()):
+        path = PROFILES_DIR / f"{name_or_path}.yml"
+    if not path.is_file():
+        raise ProfileError(
+            f"unknown profile {name_or_path!r}; available: {', '.join(available_profiles())}"
+        )
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
+    for key, value in (overrides or {}).items():
+        _set_path(data, key, value)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise ProfileError(f"profile {data.get('name', path.stem)}: {where}: {first['msg']}") from None
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """``["nodes.count=3"]`` -> ``{"nodes.count": 3}`` (values parsed as YAML).
+
+    Raises:
+        ProfileError: an item has no ``=``.
+    """
+    result: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ProfileError(f"override {item!r} is not KEY=VALUE")
+        key, value = item.split("=", 1)
+        result[key.strip()] = yaml.safe_load(value)
+    return result

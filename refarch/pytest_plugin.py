@@ -1,0 +1,253 @@
+"""pytest plugin: the deployed cluster as session fixtures.
+
+Options (group "refarch"):
+  --profile NAME     deploy a new cluster from descriptors/profiles/NAME.yml
+  --set KEY=VALUE    override a profile value (e.g. --set nodes.count=3)
+  --run-id ID        use the kept cluster of run ID instead of deploying
+  --keep             keep a new cluster after the session
+  --configure        with --run-id: run the playbook before the checks
+  --destroy          with --run-id: destroy the cluster after the session
+
+Node checks take the ``node`` fixture, a pytest-testinfra host parametrized
+over the cluster's node names (test ids ``test_x[node1]``).  Without
+--profile or --run-id, tests marked ``integration`` are skipped.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+import pytest
+import testinfra
+
+from .cluster import Cluster, preflight
+from .errors import RefarchError
+from .lifecycle import guarded
+from .paths import runs_dir
+from .profile import Profile, load_profile, parse_overrides
+from .results import Results
+from .run import RunDir, new_run_id, validate_run_id
+
+STATE = pytest.StashKey["RunState"]()
+
+
+@dataclass
+class RunState:
+    """What the session knows before and after deploying."""
+
+    run_id: str
+    profile_name: str
+    overrides: dict
+    profile: Profile
+    attached: bool
+    keep: bool
+    configure: bool
+    results: Results
+    cluster: Cluster | None = None
+    hosts: dict = field(default_factory=dict)
+    node_names: list[str] = field(default_factory=list)
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("refarch", "Horovod reference architecture")
+    group.addoption("--profile", dest="refarch_profile", help="deploy a new cluster from this profile")
+    group.addoption("--set", dest="refarch_set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a profile value, e.g. nodes.count=3")
+    group.addoption("--run-id", dest="refarch_run_id", help="check the kept cluster of this run id")
+    group.addoption("--keep", dest="refarch_keep", action="store_true", help="keep a new cluster")
+    group.addoption("--configure", dest="refarch_configure", action="store_true",
+                    help="with --run-id: run the playbook before the checks")
+    group.addoption("--destroy", dest="refarch_destroy", action="store_true",
+                    help="with --run-id: destroy the cluster after the session")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    config.addinivalue_line("markers", "integration: needs a deployed cluster (--profile or --run-id)")
+    name = config.getoption("refarch_profile")
+    run_id = config.getoption("refarch_run_id")
+    if not name and not run_id:
+        return
+    try:
+        overrides = parse_overrides(config.getoption("refarch_set"))
+        if run_id:
+            if name or overrides:
+                raise RefarchError("--run-id uses the profile the run was deployed with; drop --profile/--set")
+            meta = RunDir.open(validate_run_id(run_id)).read_meta()
+            name, overrides = meta["profile"], meta.get("overrides", {})
+            profile = load_profile(name, overrides)
+        else:
+            profile = load_profile(name, overrides)
+            preflight(profile)
+            run_id = new_run_id()
+    except RefarchError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    attached = bool(config.getoption("refarch_run_id"))
+    state = RunState(
+        run_id=run_id, profile_name=name, overrides=overrides, profile=profile, attached=attached,
+        keep=(not config.getoption("refarch_destroy")) if attached else config.getoption("refarch_keep"),
+        configure=config.getoption("refarch_configure") or not attached,
+        results=Results(run_id, name, profile.cloud),
+    )
+    state.node_names = _node_names(state)
+    config.stash[STATE] = state
+    config.pluginmanager.register(_Recorder(state.results), "refarch-recorder")
+    if not getattr(config.option, "xmlpath", None):
+        config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
+
+
+def _node_names(state: RunState) -> list[str]:
+    if state.attached:
+        try:
+            return Cluster.attach(state.run_id).contract.node_names
+        except (RefarchError, AttributeError):
+            pass
+    return [f"node{i + 1}" for i in range(state.profile.nodes.count)]
+
+
+def pytest_report_header(config):
+    state = config.stash.get(STATE, None)
+    if state:
+        mode = "attached (kept cluster)" if state.attached else "new cluster"
+        return [f"refarch: run {state.run_id}, profile {state.profile_name}, {mode}, nodes {state.node_names}"]
+    return None
+
+
+def pytest_generate_tests(metafunc):
+    if "node_name" in metafunc.fixturenames:
+        state = metafunc.config.stash.get(STATE, None)
+        names = state.node_names if state else ["no-cluster"]
+        metafunc.parametrize("node_name", names, ids=names, scope="session")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.stash.get(STATE, None):
+        return
+    skip = pytest.mark.skip(reason="no cluster: give --profile NAME or --run-id ID")
+    for item in items:
+        if "integration" in item.keywords:
+            item.add_marker(skip)
+
+
+# Fixtures ---------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def run_state(request) -> RunState:
+    state = request.config.stash.get(STATE, None)
+    if state is None:
+        pytest.skip("no cluster: give --profile NAME or --run-id ID")
+    return state
+
+
+@pytest.fixture(scope="session")
+def cluster(run_state: RunState, record_testsuite_property):
+    """The deployed, configured cluster (a :class:`refarch.cluster.Cluster`).
+
+    A new cluster is deployed and configured here and torn down after the
+    session (also on failure, Ctrl-C and SIGTERM) unless --keep.
+    """
+    record_testsuite_property("run_id", run_state.run_id)
+    record_testsuite_property("profile", run_state.profile_name)
+    state = run_state
+
+    def teardown():
+        if state.cluster is not None:
+            state.results.teardown = state.cluster.destroy()
+
+    with guarded(teardown, keep=lambda: state.keep):
+        if state.attached:
+            state.cluster = Cluster.attach(state.run_id)
+            if state.cluster.contract is None:
+                raise RefarchError(f"run {state.run_id} has no deployed cluster")
+        else:
+            state.cluster = Cluster.create(state.profile_name, state.overrides, run_id=state.run_id)
+            state.cluster.rundir.update_meta(kept=state.keep)
+            state.cluster.prepare()
+            state.cluster.deploy()
+        if state.configure:
+            state.cluster.configure()
+        state.results.nodes = [{"name": n.name, "address": n.address, "roles": list(n.roles)}
+                               for n in state.cluster.contract.nodes]
+        yield state.cluster
+
+
+@pytest.fixture(scope="session")
+def profile(run_state: RunState) -> Profile:
+    """The run's validated profile (every expectation comes from here)."""
+    return run_state.profile
+
+
+@pytest.fixture(scope="session")
+def results(run_state: RunState) -> Results:
+    """The run's results, written to ``results.json`` at the end."""
+    return run_state.results
+
+
+@pytest.fixture(scope="session")
+def hosts(cluster, run_state: RunState) -> dict:
+    """{node name: testinfra host} over SSH (strict host key checking)."""
+    config = cluster.rundir.ssh_dir / "config"
+    if not config.exists():
+        cluster.contract.write_ssh_config(config)
+    for name in cluster.contract.node_names:
+        if name not in run_state.hosts:
+            run_state.hosts[name] = testinfra.get_host(f"ssh://{name}", ssh_config=str(config))
+    return run_state.hosts
+
+
+@pytest.fixture
+def node(hosts, node_name):
+    """The testinfra host of the parametrized node."""
+    if node_name not in hosts:
+        pytest.fail(f"node {node_name} is not in the cluster contract ({sorted(hosts)})")
+    return hosts[node_name]
+
+
+def run_as(host, user: str, command: str, timeout_s: int = 60):
+    """Run ``command`` on ``host`` as ``user`` (login environment) with a time
+    limit in seconds; returns testinfra's CommandResult (rc 124 on timeout)."""
+    return host.run(f"sudo -n -u {user} -H timeout -k 5 {timeout_s} bash -lc {shlex.quote(command)}")
+
+
+# Reporting --------------------------------------------------------------------
+class _Recorder:
+    """Records every test's outcome into the run's results."""
+
+    def __init__(self, results: Results):
+        self.results = results
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
+            return
+        message = ""
+        if report.failed:
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = crash.message if crash else str(report.longrepr)
+        elif report.skipped and isinstance(report.longrepr, tuple):
+            message = report.longrepr[2]
+        outcome = "error" if report.when == "setup" and report.failed else report.outcome
+        self.results.add_check(report.nodeid, outcome, report.duration, message)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    state = session.config.stash.get(STATE, None)
+    if state is None or state.cluster is None:
+        return
+    state.results.phases_s = state.cluster.phases()
+    if state.results.teardown is None:
+        state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
+    state.results.write(state.cluster.rundir.path / "results.json")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = config.stash.get(STATE, None)
+    if state is None or state.cluster is None:
+        return
+    terminalreporter.section("Horovod reference architecture")
+    for line in state.results.summary_lines():
+        terminalreporter.write_line(line)
+    where = state.cluster.rundir.path
+    terminalreporter.write_line(f"  results: {where / 'results.json'}  junit: {config.option.xmlpath}")
+    if state.keep:
+        terminalreporter.write_line(f"  kept: python -m refarch destroy {state.run_id}   (ssh -F {where}/ssh/config node1)")

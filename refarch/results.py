@@ -1,0 +1,94 @@
+"""The results JSON and the end-of-run summary.
+
+``results.json`` (schema version 1) holds: run id, profile, cloud,
+architecture version and pins hash, nodes, per-node versions, every check's
+outcome, the smoke job's images/sec per world size, scaling efficiency and
+its verdict, phase timings in seconds, and the teardown report.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .paths import VERSIONS_FILE, load_versions
+
+SCHEMA_VERSION = 1
+
+
+def pins_hash() -> str:
+    """sha256 (16 hex chars) of ``descriptors/versions.yml``."""
+    return hashlib.sha256(VERSIONS_FILE.read_bytes()).hexdigest()[:16]
+
+
+@dataclass
+class Results:
+    """Accumulates what a run measured; :meth:`write` saves it as JSON."""
+
+    run_id: str
+    profile: str
+    cloud: str
+    checks: list[dict] = field(default_factory=list)
+    node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
+    smoke: dict = field(default_factory=dict)
+    nodes: list[dict] = field(default_factory=list)
+    phases_s: dict[str, float] = field(default_factory=dict)
+    teardown: dict | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def add_check(self, nodeid: str, outcome: str, duration_s: float, message: str = "") -> None:
+        """Record one check (a pytest test id) with its outcome."""
+        self.checks.append({"id": nodeid, "outcome": outcome, "duration_s": round(duration_s, 2),
+                            "message": message[:2000]})
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for check in self.checks:
+            out[check["outcome"]] = out.get(check["outcome"], 0) + 1
+        return out
+
+    def as_dict(self) -> dict:
+        versions = load_versions()
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "profile": self.profile,
+            "cloud": self.cloud,
+            "architecture_version": versions["architecture_version"],
+            "pins_hash": pins_hash(),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "nodes": self.nodes,
+            "node_versions": self.node_versions,
+            "checks": self.checks,
+            "check_counts": self.counts(),
+            "smoke": self.smoke,
+            "phases_s": self.phases_s,
+            "teardown": self.teardown,
+            "errors": self.errors,
+        }
+
+    def write(self, path: Path) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=False), encoding="utf-8")
+        return path
+
+    def summary_lines(self) -> list[str]:
+        """Human summary: nodes, checks, images/sec, efficiency, phases."""
+        lines = [f"run {self.run_id} (profile {self.profile}, cloud {self.cloud})"]
+        for node in self.nodes:
+            lines.append(f"  node {node['name']:<8} {node['address']}")
+        c = self.counts()
+        lines.append("  checks: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) if c else "  checks: none ran")
+        for run in self.smoke.get("runs", []):
+            lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on {','.join(sorted(set(run['hosts'])))}")
+        if "efficiency" in self.smoke:
+            lines.append(f"  scaling efficiency: {self.smoke['efficiency']:.1%} ({self.smoke.get('verdict', '')})")
+        if self.phases_s:
+            lines.append("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in self.phases_s.items()))
+        if self.teardown is not None:
+            left = self.teardown.get("leaks") or self.teardown.get("state")
+            lines.append("  teardown: " + ("LEFT " + json.dumps(left) if left else "nothing left"))
+        return lines

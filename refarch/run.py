@@ -1,0 +1,136 @@
+"""Run identity and the run directory.
+
+Every run has an id ``<prefix>-<pipeline or user>-<6 random chars>`` that is
+in every resource name and label, in the JUnit properties and in the
+results.  Its directory (``runs/<run id>``) holds the Terraform state and
+module copy, SSH keys, inventory, logs and reports; teardown keeps it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import secrets
+import socket
+import string
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import RefarchError
+from .paths import runs_dir
+
+RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{2,46}[a-z0-9]$")
+_ALPHABET = string.ascii_lowercase + string.digits
+
+
+def _slug(text: str, limit: int = 20) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+    return slug[:limit].strip("-") or "anon"
+
+
+def new_run_id(prefix: str = "hvd", env: dict | None = None) -> str:
+    """A fresh run id: ``<prefix>-<CI pipeline id or user>-<6 random chars>``."""
+    env = os.environ if env is None else env
+    who = env.get("CI_PIPELINE_ID") or env.get("USER") or env.get("LOGNAME")
+    if not who:
+        try:
+            who = getpass.getuser()
+        except (KeyError, OSError):
+            who = "anon"
+    suffix = "".join(secrets.choice(_ALPHABET) for _ in range(6))
+    return f"{_slug(prefix, 8)}-{_slug(who)}-{suffix}"
+
+
+def validate_run_id(run_id: str) -> str:
+    """Return ``run_id`` or raise :class:`RefarchError` when it is malformed."""
+    if not RUN_ID_RE.match(run_id or ""):
+        raise RefarchError(f"malformed run id {run_id!r}: 4-48 lowercase letters, digits and '-'")
+    return run_id
+
+
+@dataclass
+class RunDir:
+    """The directory of one run and the files the suite keeps in it."""
+
+    run_id: str
+    path: Path
+
+    @classmethod
+    def create(cls, run_id: str) -> RunDir:
+        """Make ``runs/<run_id>`` (error if it exists) and record the owner."""
+        path = runs_dir() / validate_run_id(run_id)
+        path.mkdir(parents=True, exist_ok=False)
+        rd = cls(run_id, path)
+        rd.logs.mkdir()
+        rd.write_owner()
+        return rd
+
+    @classmethod
+    def open(cls, run_id: str) -> RunDir:
+        """The existing directory of a kept run.
+
+        Raises:
+            RefarchError: no such run directory.
+        """
+        path = runs_dir() / validate_run_id(run_id)
+        if not path.is_dir():
+            raise RefarchError(f"no run directory for run id {run_id} under {runs_dir()}")
+        return cls(run_id, path)
+
+    # Files -----------------------------------------------------------------
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def terraform_dir(self) -> Path:
+        return self.path / "terraform"
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.path / "ssh"
+
+    @property
+    def contract_file(self) -> Path:
+        return self.path / "contract.json"
+
+    @property
+    def meta_file(self) -> Path:
+        return self.path / "run.json"
+
+    def read_meta(self) -> dict:
+        """The run's metadata (profile, overrides, owner pid, kept flag)."""
+        if self.meta_file.is_file():
+            return json.loads(self.meta_file.read_text(encoding="utf-8"))
+        return {}
+
+    def update_meta(self, **values) -> dict:
+        """Merge ``values`` into ``run.json`` and return the result."""
+        meta = self.read_meta()
+        meta.update(values)
+        tmp = self.meta_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+        tmp.replace(self.meta_file)
+        return meta
+
+    def write_owner(self) -> None:
+        """Record this process as the run's owner (for the stale-run sweep)."""
+        self.update_meta(run_id=self.run_id, owner_pid=os.getpid(),
+                         owner_host=socket.gethostname(), started_at=time.time())
+
+    def owner_alive(self) -> bool:
+        """True when the process that owns the run still exists on this host."""
+        meta = self.read_meta()
+        pid = meta.get("owner_pid")
+        if not pid or meta.get("owner_host") != socket.gethostname():
+            return False
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True

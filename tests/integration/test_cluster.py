@@ -1,0 +1,70 @@
+"""Cluster checks: properties of all nodes together."""
+
+import pytest
+
+from refarch import checks
+from refarch.pytest_plugin import run_as
+
+pytestmark = pytest.mark.integration
+
+
+def test_training_user_uid_consistent(hosts, profile):
+    """The training user has one uid on every node (shared storage and MPI
+    rely on it)."""
+    name = profile.training_user.name
+    uids = {n: str(h.user(name).uid if h.user(name).exists else "missing") for n, h in hosts.items()}
+    assert not checks.inconsistent(uids), f"uid of {name} differs between nodes: {uids}"
+
+
+def test_hostnames_unique(hosts):
+    """Every node has its own hostname (MPI and NCCL treat equal names as
+    one machine)."""
+    names = {n: h.check_output("hostname") for n, h in hosts.items()}
+    dup = checks.duplicated(names)
+    assert not dup, "duplicate hostnames: " + "; ".join(f"{v!r} on {', '.join(ns)}" for v, ns in dup.items())
+
+
+def test_mpirun_across_all_nodes(hosts, cluster, profile):
+    """`mpirun` over the cluster hostfile, one rank per node, prints each
+    node's hostname exactly once (and does so within a time limit)."""
+    first = cluster.contract.node_names[0]
+    n = len(hosts)
+    r = run_as(hosts[first], profile.training_user.name,
+               f"mpirun --hostfile /etc/openmpi/cluster-hostfile -np {n} hostname", timeout_s=120)
+    assert r.rc != 124, f"mpirun from {first} across {n} nodes timed out after 120 s"
+    assert r.rc == 0, f"mpirun from {first} failed (exit {r.rc}): {(r.stderr or r.stdout).strip()[-400:]}"
+    seen = sorted(r.stdout.split())
+    assert seen == sorted(cluster.contract.node_names), (
+        f"mpirun from {first}: expected each of {sorted(cluster.contract.node_names)} once, got {seen}")
+
+
+VERSION_PROBE = (
+    "import importlib.metadata as m, json, platform, sys;"
+    "d = {'python': platform.python_version()};"
+    "[d.__setitem__(p, m.version(p)) for p in sys.argv[1:]];"
+    "print(json.dumps(d))"
+)
+
+
+def test_versions_consistent(hosts, profile, results):
+    """Python, TensorFlow, Horovod and OpenMPI versions are the same on every
+    node (a node with another TensorFlow breaks Horovod's ops there)."""
+    import json
+    import shlex
+
+    from refarch.paths import load_versions
+
+    pins = load_versions()
+    per_node = {}
+    for name, host in hosts.items():
+        r = run_as(host, profile.training_user.name,
+                   f"$(dirname $(command -v horovodrun))/python -c {shlex.quote(VERSION_PROBE)} "
+                   f"{pins['tensorflow_package']} horovod", timeout_s=60)
+        versions = json.loads(r.stdout) if r.rc == 0 else {"error": r.stderr.strip()[-200:]}
+        versions["openmpi"] = host.run("dpkg-query -W -f '${Version}' openmpi-bin").stdout.strip()
+        per_node[name] = versions
+    results.node_versions = per_node
+    keys = sorted({k for v in per_node.values() for k in v})
+    differing = [k for k in keys if checks.inconsistent({n: str(v.get(k)) for n, v in per_node.items()})]
+    assert not differing, "versions differ between nodes: " + "; ".join(
+        f"{k}: " + ", ".join(f"{n}={v.get(k)}" for n, v in sorted(per_node.items())) for k in differing)

@@ -1,0 +1,77 @@
+"""Smoke job: Horovod trains across the nodes; scaling efficiency is judged
+against the profile's reference for the batch size."""
+
+import shlex
+import warnings
+
+import pytest
+
+from refarch import checks
+from refarch.pytest_plugin import run_as
+
+pytestmark = pytest.mark.integration
+
+
+def _train(host, profile, hostlist: str, world_size: int) -> dict:
+    s = profile.smoke
+    bench = (
+        f"$(dirname $(command -v horovodrun))/python $(dirname $(command -v horovodrun))/tf2_synthetic_benchmark.py"
+        f" --model {shlex.quote(s.model)} --image-size {s.image_size} --batch-size {s.batch_size}"
+        f" --warmup-steps {s.warmup_steps} --steps {s.steps} --intra-op-threads {s.intra_op_threads}"
+    )
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}"
+           f" --start-timeout {s.start_timeout_s} {bench}")
+    r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
+    if r.rc == 124:
+        pytest.fail(f"horovodrun np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s")
+    try:
+        return checks.parse_training_result(r.stdout)
+    except ValueError:
+        tail = (r.stdout + r.stderr).strip()[-800:]
+        pytest.fail(f"horovodrun np={world_size} on {hostlist} failed (exit {r.rc}): {tail}")
+
+
+@pytest.fixture(scope="module")
+def training_runs(cluster, hosts, profile, results):
+    """Runs the benchmark at np=1 (first node) and np=N (one rank per node);
+    returns {world size: result dict}.  Recorded in the results JSON."""
+    names = cluster.contract.node_names
+    first = hosts[names[0]]
+    runs = {1: _train(first, profile, f"{names[0]}:1", 1)}
+    if len(names) > 1:
+        runs[len(names)] = _train(first, profile, ",".join(f"{n}:1" for n in names), len(names))
+    results.smoke["runs"] = list(runs.values())
+    results.smoke["config"] = profile.smoke.model_dump()
+    return runs
+
+
+def test_training_single_rank(training_runs):
+    """np=1 trains and reports a positive throughput (images/sec)."""
+    run = training_runs[1]
+    assert run["world_size"] == 1 and run["images_per_sec"] > 0, f"np=1 run reported {run}"
+
+
+def test_training_on_all_nodes(training_runs, cluster):
+    """np=N really ran one rank on each of the N distinct nodes."""
+    n = len(cluster.contract.node_names)
+    if n == 1:
+        pytest.skip("profile has one node: nothing runs across nodes")
+    run = training_runs[n]
+    assert run["world_size"] == n, f"np={n} run reported world size {run['world_size']}"
+    assert sorted(run["hosts"]) == sorted(cluster.contract.node_names), (
+        f"np={n} ranks ran on {run['hosts']}, expected one on each of {cluster.contract.node_names}")
+
+
+def test_scaling_efficiency(training_runs, cluster, profile, results):
+    """Scaling efficiency = throughput(N) / (N x throughput(1)) is at least
+    the profile's lower bound for this batch size."""
+    n = len(cluster.contract.node_names)
+    if n == 1:
+        pytest.skip("profile has one node: no scaling to measure")
+    eff = checks.scaling_efficiency(training_runs[n]["images_per_sec"], training_runs[1]["images_per_sec"], n)
+    verdict = checks.judge(eff, profile.efficiency_reference())
+    results.smoke.update(efficiency=round(eff, 4), verdict=verdict.status, world_size=n,
+                         reference=profile.efficiency_reference().model_dump())
+    if verdict.status == "warn":
+        warnings.warn(verdict.message, stacklevel=1)
+    assert verdict.status != "fail", f"np={n} across {n} nodes: {verdict.message}"

@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from refarch import checks
+from refarch.profile import Reference
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_sshd_t_recorded_output_passes_local_expectations():
+    from refarch.profile import load_profile
+
+    effective = checks.parse_sshd_t((DATA / "sshd-T-hardened.txt").read_text())
+    assert checks.sshd_violations(effective, load_profile("local").expect.sshd) == []
+
+
+def test_sshd_violation_names_setting_and_values():
+    effective = checks.parse_sshd_t("passwordauthentication yes\npermitrootlogin yes\n")
+    problems = checks.sshd_violations(effective, {"passwordauthentication": "no",
+                                                  "permitrootlogin": ["no", "prohibit-password"],
+                                                  "permitemptypasswords": "no"})
+    assert problems == [
+        "passwordauthentication is 'yes', expected 'no'",
+        "permitemptypasswords is not set, expected 'no'",
+        "permitrootlogin is 'yes', expected 'no' or 'prohibit-password'",
+    ]
+
+
+def test_check_build_recorded_output():
+    built = checks.parse_check_build((DATA / "check-build-cpu.txt").read_text())
+    # Recorded from the local wheelhouse build (HOROVOD_WITHOUT_PYTORCH=1;
+    # check-build still marks PyTorch, which is Horovod's own quirk).
+    assert "TensorFlow" in built["frameworks"] and "MXNet" not in built["frameworks"]
+    assert set(built["controllers"]) == {"MPI", "Gloo"}
+    assert built["version"] == ["0.28.1"]
+    assert checks.missing_build_features(built, ["TensorFlow"], ["Gloo", "MPI"]) == []
+    assert checks.missing_build_features(built, ["MXNet"], ["Gloo"]) == ["framework MXNet"]
+
+
+def test_check_build_without_mpi_is_caught():
+    text = "Horovod v0.28.1:\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n"
+    built = checks.parse_check_build(text)
+    assert checks.missing_build_features(built, [], ["MPI"]) == ["controller MPI"]
+
+
+def test_scaling_efficiency_arithmetic():
+    assert checks.scaling_efficiency(44.0, 37.6, 2) == pytest.approx(0.5851, abs=1e-4)
+    assert checks.scaling_efficiency(80.0, 10.0, 8) == 1.0
+    with pytest.raises(ValueError):
+        checks.scaling_efficiency(10.0, 0.0, 2)
+    with pytest.raises(ValueError):
+        checks.scaling_efficiency(10.0, 5.0, 0)
+
+
+def test_judge_bands():
+    ref = Reference(batch_size=16, target=0.55, lower=0.35, warn_below=0.45)
+    assert checks.judge(0.58, ref).status == "pass"
+    assert checks.judge(0.40, ref).status == "warn"
+    fail = checks.judge(0.30, ref)
+    assert fail.status == "fail" and "30.0%" in fail.message and "lower bound 35%" in fail.message
+
+
+def test_duplicates_and_consistency():
+    assert checks.duplicated({"node1": "a", "node2": "a", "node3": "b"}) == {"a": ["node1", "node2"]}
+    assert checks.duplicated({"node1": "a", "node2": "b"}) == {}
+    assert checks.inconsistent({"node1": "2.15.1", "node2": "2.16.0"})
+    assert not checks.inconsistent({"node1": "2.15.1", "node2": "2.15.1"})
+
+
+def test_training_result_line():
+    out = "[1]<stdout>:noise\n[0]<stdout>:REFARCH_RESULT {\"world_size\": 2, \"images_per_sec\": 40.5}\n"
+    assert checks.parse_training_result(out) == {"world_size": 2, "images_per_sec": 40.5}
+    with pytest.raises(ValueError, match="no REFARCH_RESULT"):
+        checks.parse_training_result("Timed out waiting for tasks to start")

@@ -1,0 +1,58 @@
+import os
+import signal
+import time
+
+import pytest
+
+from refarch.lifecycle import guarded
+
+
+def test_teardown_runs_on_success_and_failure():
+    calls = []
+    with guarded(lambda: calls.append("down"), keep=lambda: False):
+        pass
+    with pytest.raises(RuntimeError):
+        with guarded(lambda: calls.append("down"), keep=lambda: False):
+            raise RuntimeError("apply failed")
+    assert calls == ["down", "down"]
+
+
+def test_sigterm_becomes_interrupt_and_still_tears_down():
+    calls = []
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        with guarded(lambda: calls.append("down"), keep=lambda: False):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+    assert calls == ["down"]
+    assert signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, signal.default_int_handler) or callable(
+        signal.getsignal(signal.SIGTERM))
+
+
+def test_signals_during_teardown_are_ignored():
+    calls = []
+
+    def teardown():
+        os.kill(os.getpid(), signal.SIGINT)  # an impatient second Ctrl-C
+        calls.append("finished")
+
+    with guarded(teardown, keep=lambda: False):
+        pass
+    assert calls == ["finished"]
+
+
+def test_kept_cluster_is_not_torn_down():
+    calls = []
+    with pytest.raises(ValueError):
+        with guarded(lambda: calls.append("down"), keep=lambda: True):
+            raise ValueError
+    assert calls == []
+
+
+def test_teardown_error_does_not_hide_the_original_error(capsys):
+    def teardown():
+        raise RuntimeError("destroy failed")
+
+    with pytest.raises(KeyError):
+        with guarded(teardown, keep=lambda: False):
+            raise KeyError("configure failed")
+    assert "destroy failed" in capsys.readouterr().err

@@ -1,0 +1,52 @@
+import pytest
+
+from refarch.errors import ProfileError
+from refarch.profile import available_profiles, load_profile, parse_overrides
+
+
+def test_local_profile_loads():
+    p = load_profile("local")
+    assert p.cloud == "local" and p.nodes.count == 2
+    assert p.efficiency_reference().batch_size == p.smoke.batch_size
+
+
+def test_unknown_profile_names_the_available_ones():
+    with pytest.raises(ProfileError, match=r"unknown profile 'nope'; available: .*local"):
+        load_profile("nope")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"nodes.count": 0}, r"nodes\.count: Input should be greater than or equal to 1"),
+        ({"nodes.count": 9}, r"nodes\.count: Input should be less than or equal to 8"),
+        ({"network.subnet_pool": "10.300.0.0/16"}, r"network\.subnet_pool: .*malformed subnet"),
+        ({"network.subnet_pool": "10.1.0.0/28"}, r"larger than the pool"),
+        ({"smoke.batch_size": 32}, r"no entry for batch_size 32"),
+        ({"cloud": "aws"}, r"cloud: Input should be 'local' or 'openstack'"),
+        ({"nodes.colour": "red"}, r"nodes\.colour: Extra inputs are not permitted"),
+    ],
+)
+def test_bad_values_give_one_line_naming_the_field(override, message):
+    with pytest.raises(ProfileError, match=message) as info:
+        load_profile("local", override)
+    assert "\n" not in str(info.value)
+
+
+def test_profile_by_path_and_bad_yaml(tmp_path):
+    bad = tmp_path / "broken.yml"
+    bad.write_text("name: [unclosed\n")
+    with pytest.raises(ProfileError, match="not valid YAML"):
+        load_profile(str(bad))
+
+
+def test_overrides_are_parsed_as_yaml():
+    assert parse_overrides(["nodes.count=3", "smoke.model=MobileNetV2"]) == {
+        "nodes.count": 3, "smoke.model": "MobileNetV2"}
+    with pytest.raises(ProfileError, match="not KEY=VALUE"):
+        parse_overrides(["nodes.count"])
+
+
+def test_every_shipped_profile_is_valid():
+    for name in available_profiles():
+        load_profile(name)
