@@ -8,8 +8,8 @@ reports changed=0) can be checked.
 
 from __future__ import annotations
 
-import re
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass

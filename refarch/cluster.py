@@ -165,10 +165,11 @@ class Cluster:
         }
         return self.contract.write_inventory(self.inventory_path(), extra)
 
-    def configure(self, log_name: str = "ansible.log") -> ansible.PlaybookResult:
-        """Run ``descriptors/ansible/site.yml`` against the cluster."""
+    def configure(self, log_name: str = "ansible.log", phase: str = "configure") -> ansible.PlaybookResult:
+        """Run ``descriptors/ansible/site.yml`` against the cluster; its time
+        counts towards ``phase`` and its output goes to ``logs/<log_name>``."""
         inventory = self.write_inventory()
-        with self.phase("configure"):
+        with self.phase(phase):
             return ansible.run_playbook(inventory, self.rundir.logs / log_name,
                                         timeout=self.profile.timeouts_s.configure)
 

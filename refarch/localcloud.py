@@ -31,12 +31,13 @@ REQUIRED_TOOLS = {
 }
 
 
-def preflight_tools(which=shutil.which) -> None:
+def preflight_tools(which=None) -> None:
     """Check the local cloud's tools and devices before anything is created.
 
     Raises:
         PreflightError: one line naming every missing tool and its package.
     """
+    which = which or shutil.which
     missing = [f"{tool} (package {pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not which(tool)]
     if missing:
         raise PreflightError("missing tools for the local cloud: " + ", ".join(missing))

@@ -17,8 +17,10 @@ network-create)
     podman network create --subnet "$SUBNET" --label "refarch.run_id=$RUN_ID" "$NETWORK" >/dev/null
     ;;
 network-destroy)
-    # Gone already counts as destroyed.
-    podman network rm -f "$NETWORK" >/dev/null 2>&1 || ! podman network exists "$NETWORK"
+    # Gone already counts as destroyed.  No --force: a container still
+    # attached (a tainted node whose destroy provisioner never ran) makes this
+    # fail loudly, and the suite's sweep by run-id label removes both.
+    podman network rm "$NETWORK" >/dev/null 2>&1 || ! podman network exists "$NETWORK"
     ;;
 node-create)
     podman run -d --name "$NAME" --hostname "$HOSTNAME_" --no-hosts \

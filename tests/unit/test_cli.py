@@ -1,0 +1,37 @@
+"""Bad input is one line and exit 2, before any run directory or resource."""
+
+import pytest
+
+from refarch import cli, localcloud
+
+
+@pytest.fixture(autouse=True)
+def isolated_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
+    return tmp_path / "runs"
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["up", "--profile", "nope"], "unknown profile 'nope'"),
+        (["up", "--set", "nodes.count=0"], "nodes.count: Input should be greater than or equal to 1"),
+        (["up", "--set", "network.subnet_pool=10.1.2.0/33"], "malformed subnet"),
+        (["destroy", "hvd-root-zzzzzz"], "no run directory for run id hvd-root-zzzzzz"),
+        (["configure", "BAD_ID"], "malformed run id"),
+    ],
+)
+def test_bad_input_is_one_line_and_creates_nothing(argv, message, capsys, isolated_runs):
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+def test_missing_tool_is_rejected_before_anything_is_made(capsys, isolated_runs, monkeypatch):
+    real = localcloud.shutil.which
+    monkeypatch.setattr(localcloud.shutil, "which", lambda tool: None if tool == "debootstrap" else real(tool))
+    assert cli.main(["up"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "refarch: error: missing tools for the local cloud: debootstrap (package debootstrap)"
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
