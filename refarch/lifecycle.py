@@ -23,29 +23,25 @@ def _raise_interrupt(signum, _frame):
 
 
 @contextmanager
-def interrupts_raise() -> Iterator[None]:
-    """Within the block, SIGTERM (and SIGINT) raise KeyboardInterrupt."""
+def _signals_handled_by(handler) -> Iterator[None]:
     previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     for sig in _SIGNALS:
-        signal.signal(sig, _raise_interrupt)
+        signal.signal(sig, handler)
     try:
         yield
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
-@contextmanager
-def interrupts_ignored() -> Iterator[None]:
-    """Within the block, SIGINT and SIGTERM are ignored (teardown runs on)."""
-    previous = {sig: signal.getsignal(sig) for sig in _SIGNALS}
-    for sig in _SIGNALS:
-        signal.signal(sig, signal.SIG_IGN)
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+def interrupts_raise():
+    """Context manager: within it, SIGTERM (and SIGINT) raise KeyboardInterrupt."""
+    return _signals_handled_by(_raise_interrupt)
+
+
+def interrupts_ignored():
+    """Context manager: within it, SIGINT and SIGTERM are ignored (teardown runs on)."""
+    return _signals_handled_by(signal.SIG_IGN)
 
 
 @contextmanager

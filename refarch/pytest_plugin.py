@@ -65,6 +65,7 @@ def pytest_addoption(parser):
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs a deployed cluster (--profile or --run-id)")
+    config.addinivalue_line("markers", "check_phase: a node or cluster check, limited by the profile's timeouts_s.check")
     name = config.getoption("refarch_profile")
     run_id = config.getoption("refarch_run_id")
     if not name and not run_id:
@@ -122,7 +123,13 @@ def pytest_generate_tests(metafunc):
 
 
 def pytest_collection_modifyitems(config, items):
-    if config.stash.get(STATE, None):
+    state = config.stash.get(STATE, None)
+    if state:
+        # The check phase's time limit applies to each check's own call
+        # (not to the setup that deploys the cluster).
+        for item in items:
+            if "check_phase" in item.keywords:
+                item.add_marker(pytest.mark.timeout(state.profile.timeouts_s.check, func_only=True))
         return
     skip = pytest.mark.skip(reason="no cluster: give --profile NAME or --run-id ID")
     for item in items:
@@ -217,6 +224,9 @@ class _Recorder:
         self.results = results
 
     def pytest_runtest_logreport(self, report):
+        if report.when == "call" and "check_phase" in report.keywords:
+            phases = self.results.test_phases_s
+            phases["check"] = round(phases.get("check", 0) + report.duration, 1)
         if report.when != "call" and not (report.when == "setup" and report.outcome != "passed"):
             return
         message = ""
@@ -234,7 +244,7 @@ def pytest_sessionfinish(session, exitstatus):
     state = session.config.stash.get(STATE, None)
     if state is None or state.cluster is None:
         return
-    state.results.phases_s = state.cluster.phases()
+    state.results.phases_s = {**state.cluster.phases(), **state.results.test_phases_s}
     if state.results.teardown is None:
         state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
     state.results.write(state.cluster.rundir.path / "results.json")

@@ -36,6 +36,8 @@ class Results:
     smoke: dict = field(default_factory=dict)
     nodes: list[dict] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
+    #: Phases that run as tests (check, smoke): seconds, merged into phases_s.
+    test_phases_s: dict[str, float] = field(default_factory=dict)
     teardown: dict | None = None
     errors: list[str] = field(default_factory=list)
 

@@ -5,7 +5,7 @@ import pytest
 from refarch import checks
 from refarch.pytest_plugin import run_as
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 
 
 def test_training_user_uid_consistent(hosts, profile):

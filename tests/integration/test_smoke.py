@@ -2,6 +2,7 @@
 against the profile's reference for the batch size."""
 
 import shlex
+import time
 import warnings
 
 import pytest
@@ -37,9 +38,11 @@ def training_runs(cluster, hosts, profile, results):
     returns {world size: result dict}.  Recorded in the results JSON."""
     names = cluster.contract.node_names
     first = hosts[names[0]]
+    start = time.monotonic()
     runs = {1: _train(first, profile, f"{names[0]}:1", 1)}
     if len(names) > 1:
         runs[len(names)] = _train(first, profile, ",".join(f"{n}:1" for n in names), len(names))
+    results.test_phases_s["smoke"] = round(time.monotonic() - start, 1)
     results.smoke["runs"] = list(runs.values())
     results.smoke["config"] = profile.smoke.model_dump()
     return runs
