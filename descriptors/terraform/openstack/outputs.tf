@@ -1,0 +1,66 @@
+# The cluster contract: the same outputs, in the same shape, as
+# descriptors/terraform/local (tests/unit/test_contract_modules.py checks it),
+# plus ssh_bastion, which the local cloud leaves null.
+
+output "run_id" {
+  description = "Run id carried by every resource."
+  value       = var.run_id
+}
+
+output "cloud" {
+  description = "Which root module made the cluster."
+  value       = "openstack"
+}
+
+output "nodes" {
+  description = "Nodes: list of {name, address, roles}; name is the node's hostname, address its cluster address."
+  value = [
+    for i, n in local.nodes : {
+      name    = n.hostname
+      address = openstack_networking_port_v2.node[i].all_fixed_ips[0]
+      roles   = n.roles
+    }
+  ]
+}
+
+output "cluster_network" {
+  description = "The network the nodes talk over (MPI, Gloo, NCCL, shared storage)."
+  value = {
+    cidr = openstack_networking_subnet_v2.cluster.cidr
+    name = openstack_networking_network_v2.cluster.name
+  }
+}
+
+output "ssh_user" {
+  description = "Admin user with passwordless sudo on every node."
+  value       = var.ssh_user
+}
+
+output "ssh_private_key_file" {
+  description = "Private key for ssh_user."
+  value       = var.ssh_private_key_file
+}
+
+output "ssh_known_hosts_file" {
+  description = "known_hosts with every node's host key (strict host key checking from the controller)."
+  value       = local_file.known_hosts.filename
+}
+
+output "ssh_bastion" {
+  description = "Jump host to reach the nodes: the first node's floating IP."
+  value = {
+    address = openstack_networking_floatingip_v2.bastion.address
+    user    = var.ssh_user
+  }
+}
+
+output "shared_storage" {
+  description = "Shared storage: {server, server_address, export, mount_point, type}."
+  value = {
+    server         = local.nodes[0].hostname
+    server_address = local.nodes[0].address
+    export         = var.shared_storage.export
+    mount_point    = var.shared_storage.mount_point
+    type           = "nfs"
+  }
+}
