@@ -63,9 +63,13 @@ class TrainingUser(_Strict):
 
 
 class SharedStorage(_Strict):
+    """``size_gb`` applies where the cloud makes a volume for the share."""
+
     type: Literal["sshfs", "nfs"]
     export: str = Field(pattern=r"^/")
     mount_point: str = Field(pattern=r"^/")
+    size_gb: int = Field(1000, ge=1, le=16384)
+    nfs_version: str = "4.2"
 
 
 class HorovodBuild(_Strict):
@@ -74,7 +78,13 @@ class HorovodBuild(_Strict):
 
 
 class Expect(_Strict):
+    """What every node must have.  GPU fields matter when gpus_per_node > 0."""
+
     gpus_per_node: int = Field(0, ge=0, le=16)
+    gpu_model: str | None = None
+    min_driver_version: str | None = None
+    min_cuda_version: str | None = None
+    min_nccl_version: str | None = None
     sshd: dict[str, str | list[str]]
     horovod_build: HorovodBuild
 
@@ -120,6 +130,48 @@ class Timeouts(_Strict):
     teardown: int = Field(300, ge=1)
 
 
+class OpenStackSettings(_Strict):
+    """Where and how to deploy on an OpenStack cloud.
+
+    ``cloud`` names a clouds.yaml entry.  ``project_mode`` is ``shared`` (a
+    CI project, isolation by run-id names and tags) or ``throwaway`` (an
+    admin-capable ``cloud`` creates a project per run, grants ``ci_user``
+    ``role`` on it and hands Terraform an application credential).
+    """
+
+    cloud: str
+    project_mode: Literal["shared", "throwaway"] = "shared"
+    domain: str = "Default"
+    ci_user: str | None = None
+    role: str = "member"
+    image_name: str
+    flavor_name: str
+    external_network: str
+    admin_cidr: str
+    subnet_cidr: str = "10.42.0.0/24"
+    dns_nameservers: list[str] = []
+    ssh_user: str = "debian"
+    volume_type: str | None = None
+    availability_zone: str | None = None
+
+    @field_validator("admin_cidr", "subnet_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            net = ipaddress.ip_network(value, strict=True)
+        except ValueError as exc:
+            raise ValueError(f"malformed subnet {value!r}: {exc}") from None
+        if net.prefixlen == 0:
+            raise ValueError(f"{value} is the whole internet; name the admins' range")
+        return value
+
+    @model_validator(mode="after")
+    def _throwaway_needs_user(self) -> OpenStackSettings:
+        if self.project_mode == "throwaway" and not self.ci_user:
+            raise ValueError("project_mode throwaway needs ci_user (the user Terraform runs as)")
+        return self
+
+
 class Profile(_Strict):
     """A validated profile. Build one with :func:`load_profile`."""
 
@@ -134,6 +186,7 @@ class Profile(_Strict):
     smoke: Smoke
     thresholds: Thresholds
     timeouts_s: Timeouts = Timeouts()
+    openstack: OpenStackSettings | None = None
     #: Controller-side globs of extra CA certificates every node must trust.
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
 
