@@ -7,6 +7,9 @@ skippable stages and Molecule's steps), plus the sweep.
   refarch destroy RUN_ID                   terraform destroy + sweep + leak check
   refarch sweep [--stale] [--dry-run]      remove leftovers of runs (by label)
   refarch list                             runs and their state
+  refarch janitor --cloud NAME [--prefix hvd-] [--older-than 6h] [--delete]
+                                           OpenStack: run-scoped resources older than
+                                           the age, in deletion order (dry run by default)
 
 The default full job (deploy, configure, check, smoke, destroy) is
 ``pytest tests/integration --profile local`` (``tox -e integration``).
@@ -15,6 +18,7 @@ The default full job (deploy, configure, check, smoke, destroy) is
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -115,6 +119,35 @@ def _list(_args) -> int:
     return 0
 
 
+def parse_age(text: str) -> dt.timedelta:
+    """``"90m"``, ``"6h"``, ``"2d"`` -> timedelta.
+
+    Raises:
+        RefarchError: not a number followed by s, m, h or d.
+    """
+    units = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit():
+        raise RefarchError(f"malformed age {text!r}: use e.g. 90m, 6h or 2d")
+    return dt.timedelta(**{units[text[-1]]: int(text[:-1])})
+
+
+def _janitor(args) -> int:
+    from . import openstack as ostk
+
+    age = parse_age(args.older_than)
+    conn = ostk.connect(args.cloud)
+    report = ostk.janitor(conn, args.prefix, age, dry_run=not args.delete)
+    verb = "deleted" if args.delete else "would delete"
+    done = report.deleted if args.delete else report.selected
+    for kind, name in done:
+        print(f"{verb} {kind:<16} {name}")
+    for kind, name, why in report.failed:
+        print(f"FAILED {kind:<16} {name}: {why}")
+    if not report.selected:
+        print(f"nothing matches prefix {args.prefix!r} older than {args.older_than}")
+    return 1 if report.failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refarch", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -141,6 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--dry-run", action="store_true")
     s.set_defaults(func=_sweep)
     sub.add_parser("list", help="list runs").set_defaults(func=_list)
+    j = sub.add_parser("janitor", help="OpenStack: delete run-scoped resources older than an age")
+    j.add_argument("--cloud", required=True, help="clouds.yaml entry")
+    j.add_argument("--prefix", default="hvd-", help="run-id prefix of names and tags (default hvd-)")
+    j.add_argument("--older-than", default="6h", help="age such as 90m, 6h, 2d (default 6h)")
+    j.add_argument("--delete", action="store_true", help="really delete (default: dry run)")
+    j.set_defaults(func=_janitor)
     return p
 
 

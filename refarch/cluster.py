@@ -16,9 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ansible, image, localcloud, proc, wheelhouse
+from . import ansible, proc
+from .clouds import driver_for
 from .contract import Contract
-from .errors import LeakError, PreflightError, RefarchError
+from .errors import LeakError, RefarchError
 from .profile import Profile, load_profile
 from .run import RunDir, new_run_id
 from .terraform import Terraform
@@ -33,7 +34,7 @@ class Cluster:
     contract: Contract | None = None
     image_tag: str | None = None
     wheelhouse: Path | None = None
-    log: list[str] = field(default_factory=list)
+    _driver: object = field(default=None, repr=False)
 
     # Construction -----------------------------------------------------------
     @classmethod
@@ -72,7 +73,12 @@ class Cluster:
 
     @property
     def terraform(self) -> Terraform:
-        return Terraform(self.rundir.terraform_dir, self.profile.cloud, self.rundir.logs / "terraform.log")
+        return Terraform(self.rundir.terraform_dir, self.profile.cloud, self.rundir.logs / "terraform.log",
+                         env=self.driver.tf_env(self))
+
+    @property
+    def prepared(self) -> bool:
+        return self.driver.prepared(self)
 
     # Phase bookkeeping ------------------------------------------------------
     @contextmanager
@@ -92,16 +98,17 @@ class Cluster:
         return dict(self.rundir.read_meta().get("phases", {}))
 
     # Stages -----------------------------------------------------------------
+    @property
+    def driver(self):
+        """The cloud driver (:mod:`refarch.clouds`) of the profile's cloud."""
+        if self._driver is None:
+            self._driver = driver_for(self.profile)
+        return self._driver
+
     def prepare(self) -> None:
-        """Build (or reuse from the cache) the node image and the wheelhouse."""
-        t = self.profile.timeouts_s
-        with self.phase("image"):
-            self.image_tag = image.ensure_image(self.rundir.logs / "image.log", timeout=t.image)
-        with self.phase("wheel"):
-            self.wheelhouse = wheelhouse.ensure_wheelhouse(
-                self.image_tag, self.rundir.logs / "wheel.log", timeout=t.wheel,
-                ca_files=self.ca_files())
-        self.rundir.update_meta(image=self.image_tag, wheelhouse=str(self.wheelhouse))
+        """What must exist before deploying: build artefacts on the local
+        cloud (cached), quota preflight and baseline on OpenStack."""
+        self.driver.prepare(self)
 
     def ca_files(self) -> list[str]:
         """Controller paths of the profile's extra CA certificates."""
@@ -117,7 +124,7 @@ class Cluster:
             CommandError, PhaseTimeout: apply failed or ran too long (the
                 caller's teardown still destroys what was made).
         """
-        if self.image_tag is None:
+        if not self.prepared:
             self.prepare()
         ssh = self.rundir.ssh_dir
         ssh.mkdir(exist_ok=True, mode=0o700)
@@ -126,22 +133,8 @@ class Cluster:
             proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"refarch-{self.run_id}",
                       "-f", str(key)], timeout=30)
         with self.phase("deploy"):
-            net = self.profile.network
-            subnet = localcloud.pick_subnet(net.subnet_pool, net.subnet_prefix, localcloud.used_subnets())
             tf = self.terraform
-            tf.write_vars({
-                "run_id": self.run_id,
-                "node_count": self.profile.nodes.count,
-                "subnet_cidr": subnet,
-                "image": self.image_tag,
-                "flavor": {"memory_mb": self.profile.nodes.flavor.memory_mb},
-                "ssh_public_key_file": str(key) + ".pub",
-                "ssh_private_key_file": str(key),
-                "ssh_known_hosts_file": str(ssh / "known_hosts"),
-                "shared_storage": {"export": self.profile.shared_storage.export,
-                                   "mount_point": self.profile.shared_storage.mount_point},
-            })
-            self.rundir.update_meta(subnet=subnet)
+            tf.write_vars(self.driver.tf_vars(self, key, ssh / "known_hosts"))
             tf.apply(self.profile.timeouts_s.deploy)
             self.contract = Contract.from_outputs(tf.outputs())
             self.contract.save(self.rundir.contract_file)
@@ -155,13 +148,13 @@ class Cluster:
         """The Ansible inventory from the contract plus the profile's inputs."""
         if self.contract is None:
             raise RefarchError(f"run {self.run_id} has no deployed cluster (no contract.json)")
-        if self.wheelhouse is None:
-            self.prepare()
         extra = {
             "training_user": self.profile.training_user.model_dump(),
             "cluster_ssh_key_dir": str(self.rundir.ssh_dir / "cluster"),
             "ca_certificates_files": self.ca_files(),
-            "horovod_wheelhouse_src": str(self.wheelhouse),
+            "gpu_expected_count": self.profile.expect.gpus_per_node,
+            "shared_storage_nfs_version": self.profile.shared_storage.nfs_version,
+            **self.driver.ansible_vars(self),
         }
         return self.contract.write_inventory(self.inventory_path(), extra)
 
@@ -188,14 +181,16 @@ class Cluster:
                 self.terraform.destroy(self.profile.timeouts_s.teardown)
             except RefarchError as exc:
                 report["destroy_error"] = str(exc)
-            report["swept"] = {k: v for k, v in localcloud.sweep(self.run_id, log).items() if v}
+            report["swept"] = self.driver.sweep(self, log)
             state = self.terraform.state_list()
             if state:
                 # The sweep removed the real resources; forget them in state.
                 for address in state:
                     self.terraform.tf.execute_command("state", "rm", address)
             report["state"] = self.terraform.state_list()
-            report["leaks"] = localcloud.leaks(self.run_id)
+            report["leaks"] = self.driver.leaks(self)
+            if not report["leaks"]:
+                self.driver.finish(self)
         self.rundir.update_meta(kept=False, destroyed=True, teardown=report)
         if report["state"] or report["leaks"]:
             raise LeakError(f"run {self.run_id} left resources behind: state={report['state']} "
@@ -204,15 +199,10 @@ class Cluster:
 
 
 def preflight(profile: Profile) -> None:
-    """Check tools and inputs for ``profile`` before anything is created.
+    """Check tools, credentials and inputs for ``profile`` before anything
+    is created.
 
     Raises:
         PreflightError: one line naming what is missing.
     """
-    if profile.cloud == "local":
-        localcloud.preflight_tools()
-        ansible.preflight()
-        if profile.shared_storage.type != "sshfs":
-            raise PreflightError("the local cloud implements shared storage type sshfs only")
-    else:
-        raise PreflightError(f"cloud {profile.cloud!r} is not implemented yet (profile {profile.name})")
+    driver_for(profile).preflight(profile)

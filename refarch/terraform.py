@@ -22,7 +22,7 @@ from pathlib import Path
 
 import tftest
 
-from .errors import CommandError, PhaseTimeout
+from .errors import CommandError, PhaseTimeout, PreflightError
 from .paths import TERRAFORM_DIR
 
 _WRAPPER = """#!/bin/sh
@@ -43,9 +43,10 @@ class Terraform:
         workdir: the run's ``terraform`` folder (made on first use).
         cloud: ``local`` or ``openstack``.
         log: file that receives Terraform's output.
+        env: extra environment (e.g. OS_CLOUD for the OpenStack provider).
     """
 
-    def __init__(self, workdir: Path, cloud: str, log: Path):
+    def __init__(self, workdir: Path, cloud: str, log: Path, env: dict | None = None):
         self.workdir = workdir
         self.log = log
         if not (workdir / "main.tf").exists():
@@ -54,7 +55,7 @@ class Terraform:
         wrapper.parent.mkdir(exist_ok=True)
         wrapper.write_text(_WRAPPER, encoding="utf-8")
         wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
-        env = {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1"}
+        env = {"TF_IN_AUTOMATION": "1", "CHECKPOINT_DISABLE": "1", **(env or {})}
         self.tf = tftest.TerraformTest(str(workdir), binary=str(wrapper), env=env)
         # A TF_CLI_CONFIG_FILE that points nowhere only produces warnings.
         cli_config = self.tf.env.get("TF_CLI_CONFIG_FILE")
@@ -104,10 +105,21 @@ class Terraform:
         """Write the module's inputs (``terraform.tfvars.json``)."""
         (self.workdir / "terraform.tfvars.json").write_text(json.dumps(tf_vars, indent=2), encoding="utf-8")
 
-    def init(self, limit: float = 120) -> None:
-        """``terraform init`` (offline: the local module needs no provider)."""
+    def init(self, limit: float = 300) -> None:
+        """``terraform init`` (offline: the local module needs no provider).
+
+        Raises:
+            PreflightError: a provider cannot be installed (no registry and
+                no mirror); nothing has been created yet.
+        """
         if not self._initialised:
-            self._call("init", limit, self.tf.setup, cleanup_on_exit=False)
+            try:
+                self._call("init", limit, self.tf.setup, cleanup_on_exit=False)
+            except CommandError as exc:
+                if "provider" in str(exc).lower():
+                    raise PreflightError("terraform init cannot install the module's providers (no registry access "
+                                         "and no provider mirror?): " + str(exc)[-300:]) from None
+                raise
             self._initialised = True
 
     def apply(self, limit: float) -> None:

@@ -241,3 +241,24 @@ def test_unreachable_endpoint_is_one_line(tmp_path, monkeypatch):
                    "      user_domain_name: Default\n      project_domain_name: Default\n")
     with pytest.raises(PreflightError, match="cloud dead: endpoint unreachable"):
         ostk.connect("dead", str(cfg))
+
+
+def test_janitor_command_dry_run_prints_deletion_order(monkeypatch, capsys):
+    from refarch import cli
+
+    conn = fake_conn()
+    populate_run(conn, created="2000-01-01T00:00:00Z")
+    monkeypatch.setattr(ostk, "connect", lambda cloud, config_file=None: conn)
+    assert cli.main(["janitor", "--cloud", "ci", "--prefix", "hvd-ci-", "--older-than", "6h"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in lines] == ["servers", "floating_ips", "routers", "ports", "subnets",
+                                                  "networks", "security_groups", "volumes", "keypairs"]
+    assert all(line.startswith("would delete") for line in lines)
+    conn.compute.delete_server.assert_not_called()
+
+
+def test_janitor_command_rejects_a_malformed_age(capsys):
+    from refarch import cli
+
+    assert cli.main(["janitor", "--cloud", "ci", "--older-than", "six hours"]) == 2
+    assert "malformed age 'six hours'" in capsys.readouterr().err

@@ -1,0 +1,200 @@
+"""Cloud drivers: what differs between the local cloud and OpenStack.
+
+Everything after ``terraform apply`` reads the cluster contract and does not
+care which cloud made the nodes; before and around it, a driver supplies the
+preflight, the build artefacts, Terraform's inputs and environment, the
+sweep by run id, the leak check and the end of the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import ansible, image, localcloud, wheelhouse
+from .errors import PreflightError
+from .profile import Profile
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .cluster import Cluster
+
+
+class LocalCloud:
+    """podman "machines" on this host (descriptors/terraform/local)."""
+
+    name = "local"
+
+    @staticmethod
+    def preflight(profile: Profile) -> None:
+        localcloud.preflight_tools()
+        ansible.preflight()
+        if profile.shared_storage.type != "sshfs":
+            raise PreflightError("the local cloud implements shared storage type sshfs only")
+        if profile.expect.gpus_per_node:
+            raise PreflightError(f"profile {profile.name} expects GPUs; the local cloud has none")
+
+    def prepared(self, cluster: Cluster) -> bool:
+        return bool(cluster.image_tag and cluster.wheelhouse)
+
+    def prepare(self, cluster: Cluster) -> None:
+        """Node image and wheelhouse (both cached)."""
+        t = cluster.profile.timeouts_s
+        with cluster.phase("image"):
+            cluster.image_tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout=t.image)
+        with cluster.phase("wheel"):
+            cluster.wheelhouse = wheelhouse.ensure_wheelhouse(
+                cluster.image_tag, cluster.rundir.logs / "wheel.log", timeout=t.wheel,
+                ca_files=cluster.ca_files())
+        cluster.rundir.update_meta(image=cluster.image_tag, wheelhouse=str(cluster.wheelhouse))
+
+    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        net = cluster.profile.network
+        subnet = localcloud.pick_subnet(net.subnet_pool, net.subnet_prefix, localcloud.used_subnets())
+        cluster.rundir.update_meta(subnet=subnet)
+        storage = cluster.profile.shared_storage
+        return {
+            "run_id": cluster.run_id,
+            "node_count": cluster.profile.nodes.count,
+            "subnet_cidr": subnet,
+            "image": cluster.image_tag,
+            "flavor": {"memory_mb": cluster.profile.nodes.flavor.memory_mb},
+            "ssh_public_key_file": f"{key}.pub",
+            "ssh_private_key_file": str(key),
+            "ssh_known_hosts_file": str(known_hosts),
+            "shared_storage": {"export": storage.export, "mount_point": storage.mount_point},
+        }
+
+    def tf_env(self, cluster: Cluster) -> dict:
+        return {}
+
+    def ansible_vars(self, cluster: Cluster) -> dict:
+        if cluster.wheelhouse is None:
+            self.prepare(cluster)
+        return {"horovod_wheelhouse_src": str(cluster.wheelhouse)}
+
+    def sweep(self, cluster: Cluster, log: Path) -> dict:
+        return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
+
+    def leaks(self, cluster: Cluster) -> dict:
+        return localcloud.leaks(cluster.run_id)
+
+    def finish(self, cluster: Cluster) -> None:
+        """Nothing outlives the run on the local cloud."""
+
+
+class OpenStackCloud:
+    """An OpenStack project (descriptors/terraform/openstack), reached through
+    clouds.yaml; shared CI project or a throwaway project per run."""
+
+    name = "openstack"
+
+    def __init__(self):
+        self._conn = None
+
+    @staticmethod
+    def preflight(profile: Profile) -> None:
+        """Tools, clouds.yaml entry, credentials and endpoint: one line each."""
+        from . import openstack as ostk
+
+        ansible.preflight()
+        if not shutil.which("terraform"):
+            raise PreflightError("terraform (>= 1.5) is not on PATH")
+        if profile.shared_storage.type != "nfs":
+            raise PreflightError("the OpenStack target implements shared storage type nfs only")
+        ostk.connect(profile.openstack.cloud)
+
+    def conn(self, cluster: Cluster):
+        from . import openstack as ostk
+
+        if self._conn is None:
+            self._conn = ostk.connect(cluster.profile.openstack.cloud)
+        return self._conn
+
+    def prepared(self, cluster: Cluster) -> bool:
+        return (cluster.rundir.path / "baseline.json").exists()
+
+    def prepare(self, cluster: Cluster) -> None:
+        """Throwaway project (if asked for), quota preflight and baseline,
+        before anything else is created."""
+        from . import openstack as ostk
+
+        settings = cluster.profile.openstack
+        conn = self.conn(cluster)
+        with cluster.phase("prepare"):
+            meta = cluster.rundir.read_meta()
+            if settings.project_mode == "throwaway" and "project" not in meta:
+                tp = ostk.ThrowawayProject.create(
+                    conn, lambda pid: conn.connect_as_project(pid), cluster.run_id, settings.domain,
+                    settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
+                cluster.rundir.update_meta(project={"id": tp.project_id, "credential_id": tp.credential_id,
+                                                    "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name})
+                self._conn = ostk.connect(tp.cloud_name, str(tp.clouds_yaml))
+                conn = self._conn
+            flavor = conn.compute.find_flavor(settings.flavor_name, ignore_missing=False)
+            need = ostk.Need.for_cluster(cluster.profile.nodes.count, int(flavor.vcpus), int(flavor.ram),
+                                         cluster.profile.shared_storage.size_gb)
+            ostk.quota_preflight(conn, conn.current_project_id, need)
+            (cluster.rundir.path / "baseline.json").write_text(json.dumps(ostk.baseline(conn), indent=1))
+
+    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        s = cluster.profile.openstack
+        storage = cluster.profile.shared_storage
+        return {
+            "run_id": cluster.run_id, "node_count": cluster.profile.nodes.count,
+            "image_name": s.image_name, "flavor_name": s.flavor_name,
+            "external_network_name": s.external_network, "admin_cidr": s.admin_cidr,
+            "subnet_cidr": s.subnet_cidr, "dns_nameservers": s.dns_nameservers, "ssh_user": s.ssh_user,
+            "ssh_public_key_file": f"{key}.pub", "ssh_private_key_file": str(key),
+            "ssh_known_hosts_file": str(known_hosts), "volume_type": s.volume_type,
+            "availability_zone": s.availability_zone,
+            "shared_storage": {"export": storage.export, "mount_point": storage.mount_point,
+                               "size_gb": storage.size_gb},
+        }
+
+    def tf_env(self, cluster: Cluster) -> dict:
+        project = cluster.rundir.read_meta().get("project")
+        if project:
+            return {"OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
+        return {"OS_CLOUD": cluster.profile.openstack.cloud}
+
+    def ansible_vars(self, cluster: Cluster) -> dict:
+        # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
+        return {"horovod_wheelhouse_src": "", "gpu_expected_count": cluster.profile.expect.gpus_per_node}
+
+    def sweep(self, cluster: Cluster, log: Path) -> dict:
+        from . import openstack as ostk
+
+        report = ostk.janitor(self.conn(cluster), cluster.run_id, dt.timedelta(0), dry_run=False)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed}) + "\n")
+        swept: dict[str, list[str]] = {}
+        for kind, name in report.deleted:
+            swept.setdefault(kind, []).append(name)
+        return swept
+
+    def leaks(self, cluster: Cluster) -> dict:
+        from . import openstack as ostk
+
+        path = cluster.rundir.path / "baseline.json"
+        before = json.loads(path.read_text()) if path.exists() else {}
+        return ostk.leaks(self.conn(cluster), before)
+
+    def finish(self, cluster: Cluster) -> None:
+        """Delete the throwaway project (after its resources)."""
+        from . import openstack as ostk
+
+        project = cluster.rundir.read_meta().get("project")
+        if not project:
+            return
+        admin = ostk.connect(cluster.profile.openstack.cloud)
+        tp = ostk.ThrowawayProject(project["id"], cluster.run_id, project["credential_id"],
+                                   Path(project["clouds_yaml"]), project["cloud"])
+        tp.delete(admin, self.conn(cluster))
+
+
+def driver_for(profile: Profile):
+    """The cloud driver of ``profile.cloud``."""
+    return {"local": LocalCloud, "openstack": OpenStackCloud}[profile.cloud]()
