@@ -55,12 +55,14 @@ output "ssh_bastion" {
 }
 
 output "shared_storage" {
-  description = "Shared storage: {server, server_address, export, mount_point, type}."
+  description = "Shared storage: {server, server_address, export, mount_point, type}, plus the volume's device."
   value = {
     server         = local.nodes[0].hostname
     server_address = local.nodes[0].address
     export         = var.shared_storage.export
     mount_point    = var.shared_storage.mount_point
     type           = "nfs"
+    # virtio disks appear under the first 20 characters of the volume id.
+    device = "/dev/disk/by-id/virtio-${substr(openstack_blockstorage_volume_v3.shared.id, 0, 20)}"
   }
 }

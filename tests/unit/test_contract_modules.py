@@ -1,0 +1,90 @@
+"""Both Terraform root modules output the same cluster contract, follow the
+module conventions (described, typed and validated inputs, pinned
+providers), and keep secrets out of their outputs.  Parsed with python-hcl2,
+since `terraform validate` of the OpenStack module needs its provider."""
+
+import re
+
+import hcl2
+import pytest
+
+from refarch.contract import CONTRACT_OUTPUTS, OPTIONAL_OUTPUTS
+from refarch.paths import TERRAFORM_DIR
+
+MODULES = ("local", "openstack")
+#: Inputs where no value is wrong (paths the suite writes, cloud defaults).
+NO_VALIDATION_NEEDED = {"ssh_private_key_file", "ssh_known_hosts_file", "volume_type", "availability_zone"}
+
+
+def _one(value):
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
+def blocks(module: str, filename: str, kind: str) -> dict:
+    with open(TERRAFORM_DIR / module / filename, encoding="utf-8") as fh:
+        data = hcl2.load(fh)
+    merged = {}
+    for block in data.get(kind, []):
+        for name, body in block.items():
+            merged[name.strip('"')] = {k: _one(v) for k, v in body.items()}
+    return merged
+
+
+@pytest.fixture(scope="module")
+def outputs():
+    return {m: blocks(m, "outputs.tf", "output") for m in MODULES}
+
+
+def test_same_output_names(outputs):
+    assert set(outputs["local"]) == set(outputs["openstack"])
+    assert set(CONTRACT_OUTPUTS) | set(OPTIONAL_OUTPUTS) <= set(outputs["local"])
+
+
+def test_every_output_is_described(outputs):
+    for module, outs in outputs.items():
+        for name, body in outs.items():
+            assert body.get("description"), f"{module}: output {name} has no description"
+
+
+def test_node_and_network_shapes_match(outputs):
+    for module in MODULES:
+        nodes = str(outputs[module]["nodes"]["value"])
+        for key in ("name", "address", "roles"):
+            assert re.search(rf"['\"]?{key}['\"]?\s*[:=]", nodes), f"{module}: nodes lack {key}"
+    local_net = _one(outputs["local"]["cluster_network"]["value"])
+    cloud_net = _one(outputs["openstack"]["cluster_network"]["value"])
+    assert set(local_net) == set(cloud_net) == {"cidr", "name"}
+
+
+def test_shared_storage_shape(outputs):
+    local = set(_one(outputs["local"]["shared_storage"]["value"]))
+    cloud = set(_one(outputs["openstack"]["shared_storage"]["value"]))
+    required = {"server", "server_address", "export", "mount_point", "type"}
+    assert required <= local and required <= cloud
+    assert local <= cloud, "the OpenStack contract may add keys, never drop local ones"
+
+
+def test_no_secret_in_outputs(outputs):
+    for module, outs in outputs.items():
+        for name, body in outs.items():
+            text = str(body.get("value"))
+            assert "private_key_openssh" not in text and "private_key_pem" not in text, (
+                f"{module}: output {name} exposes a private key")
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_inputs_are_described_typed_and_validated(module):
+    variables = blocks(module, "variables.tf", "variable")
+    assert variables
+    for name, body in variables.items():
+        assert body.get("description"), f"{module}: variable {name} has no description"
+        assert body.get("type"), f"{module}: variable {name} has no type"
+        if name not in NO_VALIDATION_NEEDED:
+            assert body.get("validation"), f"{module}: variable {name} has no validation block"
+
+
+def test_openstack_providers_are_pinned():
+    text = (TERRAFORM_DIR / "openstack" / "versions.tf").read_text()
+    versions = re.findall(r'\n\s+version\s*=\s*"([^"]+)"', text)  # providers, not required_version
+    assert len(versions) == 3 and all(re.fullmatch(r"\d+\.\d+\.\d+", v) for v in versions), versions
+    assert 'source  = "terraform-provider-openstack/openstack"' in text
