@@ -35,3 +35,14 @@ def test_missing_tool_is_rejected_before_anything_is_made(capsys, isolated_runs,
     err = capsys.readouterr().err.strip()
     assert err == "refarch: error: missing tools for the local cloud: debootstrap (package debootstrap)"
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+def test_openstack_without_a_cloud_is_one_line_and_creates_nothing(tmp_path, monkeypatch, capsys, isolated_runs):
+    empty = tmp_path / "clouds.yaml"
+    empty.write_text("clouds: {}\n")
+    monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(empty))
+    assert cli.main(["up", "--profile", "openstack-v100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("refarch: error: clouds.yaml: Cloud refarch-ci was not found")
+    assert len(err.splitlines()) == 1
+    assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
