@@ -7,6 +7,8 @@ Options (group "refarch"):
   --keep             keep a new cluster after the session
   --configure        with --run-id: run the playbook before the checks
   --destroy          with --run-id: destroy the cluster after the session
+  --existing-hosts X run only the node checks against existing hosts: "local"
+                     (this machine) or an Ansible YAML inventory; needs --profile
 
 Node checks take the ``node`` fixture, a pytest-testinfra host parametrized
 over the cluster's node names (test ids ``test_x[node1]``).  Without
@@ -15,13 +17,19 @@ over the cluster's node names (test ids ``test_x[node1]``).  Without
 
 from __future__ import annotations
 
+import getpass
 import shlex
+import socket
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import testinfra
+import yaml
 
 from .cluster import Cluster, preflight
+from .contract import Contract
 from .errors import RefarchError
 from .lifecycle import guarded
 from .paths import runs_dir
@@ -47,6 +55,8 @@ class RunState:
     cluster: Cluster | None = None
     hosts: dict = field(default_factory=dict)
     node_names: list[str] = field(default_factory=list)
+    #: Contract of existing hosts (--existing-hosts): nothing is deployed.
+    existing: Contract | None = None
 
 
 def pytest_addoption(parser):
@@ -60,6 +70,8 @@ def pytest_addoption(parser):
                     help="with --run-id: run the playbook before the checks")
     group.addoption("--destroy", dest="refarch_destroy", action="store_true",
                     help="with --run-id: destroy the cluster after the session")
+    group.addoption("--existing-hosts", dest="refarch_existing",
+                    help='node checks only, against "local" (this machine) or an Ansible YAML inventory')
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -68,7 +80,22 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "check_phase: a node or cluster check, limited by the profile's timeouts_s.check")
     name = config.getoption("refarch_profile")
     run_id = config.getoption("refarch_run_id")
+    existing = config.getoption("refarch_existing")
     if not name and not run_id:
+        if existing:
+            raise pytest.UsageError("--existing-hosts needs --profile NAME for the expectations")
+        return
+    if existing:
+        try:
+            profile = load_profile(name, parse_overrides(config.getoption("refarch_set")))
+            contract = existing_hosts_contract(existing, profile)
+        except RefarchError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        state = RunState(run_id="existing-hosts", profile_name=name, overrides={}, profile=profile, attached=True,
+                         keep=True, configure=False, results=Results("existing-hosts", name, "existing"),
+                         existing=contract, node_names=contract.node_names)
+        config.stash[STATE] = state
+        config.pluginmanager.register(_Recorder(state.results), "refarch-recorder")
         return
     try:
         overrides = parse_overrides(config.getoption("refarch_set"))
@@ -98,6 +125,41 @@ def pytest_configure(config):
         config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
 
 
+def existing_hosts_contract(spec: str, profile: Profile) -> Contract:
+    """A cluster contract for hosts that already exist: ``"local"`` (this
+    machine, reached without SSH) or an Ansible YAML inventory whose
+    ``cluster`` group (or all hosts) lists them with ``ansible_host``.
+
+    Raises:
+        RefarchError: the inventory is missing or lists no hosts.
+    """
+    storage = {"export": profile.shared_storage.export, "mount_point": profile.shared_storage.mount_point,
+               "type": profile.shared_storage.type}
+    if spec == "local":
+        name = socket.gethostname()
+        nodes = [{"name": name, "address": "127.0.0.1", "roles": ["worker"]}]
+        user = getpass.getuser()
+        cidr = "127.0.0.0/8"
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise RefarchError(f"--existing-hosts: no inventory file {spec}")
+        inv = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        top = inv.get("all", {})
+        hosts = (top.get("children", {}).get("cluster", {}).get("hosts") or top.get("hosts") or {})
+        if not hosts:
+            raise RefarchError(f"--existing-hosts: {spec} lists no hosts (all.children.cluster.hosts or all.hosts)")
+        nodes = [{"name": n, "address": (v or {}).get("ansible_host", n), "roles": ["worker"]} for n, v in hosts.items()]
+        user = (top.get("vars") or {}).get("ansible_user", getpass.getuser())
+        cidr = "0.0.0.0/0"
+    return Contract.from_outputs({
+        "run_id": "existing-hosts", "cloud": "existing", "nodes": nodes,
+        "cluster_network": {"cidr": cidr, "name": "existing"}, "ssh_user": user,
+        "ssh_private_key_file": "", "ssh_known_hosts_file": "",
+        "shared_storage": {"server": nodes[0]["name"], "server_address": nodes[0]["address"], **storage},
+    })
+
+
 def _node_names(state: RunState) -> list[str]:
     if state.attached:
         try:
@@ -124,6 +186,11 @@ def pytest_generate_tests(metafunc):
 
 def pytest_collection_modifyitems(config, items):
     state = config.stash.get(STATE, None)
+    if state and state.existing is not None:
+        skip = pytest.mark.skip(reason="--existing-hosts: only node and cluster checks run")
+        for item in items:
+            if "integration" in item.keywords and "check_phase" not in item.keywords:
+                item.add_marker(skip)
     if state:
         # The check phase's time limit applies to each check's own call
         # (not to the setup that deploys the cluster).
@@ -156,6 +223,9 @@ def cluster(run_state: RunState, record_testsuite_property):
     record_testsuite_property("run_id", run_state.run_id)
     record_testsuite_property("profile", run_state.profile_name)
     state = run_state
+    if state.existing is not None:
+        yield SimpleNamespace(contract=state.existing, rundir=None)
+        return
 
     def teardown():
         if state.cluster is not None:
@@ -192,7 +262,14 @@ def results(run_state: RunState) -> Results:
 
 @pytest.fixture(scope="session")
 def hosts(cluster, run_state: RunState) -> dict:
-    """{node name: testinfra host} over SSH (strict host key checking)."""
+    """{node name: testinfra host} over SSH (strict host key checking), or
+    this machine itself with --existing-hosts local."""
+    if run_state.existing is not None:
+        for node in cluster.contract.nodes:
+            if node.name not in run_state.hosts:
+                spec = "local://" if node.address == "127.0.0.1" else f"ssh://{cluster.contract.ssh_user}@{node.address}"
+                run_state.hosts[node.name] = testinfra.get_host(spec, ssh_identity_file=None)
+        return run_state.hosts
     config = cluster.rundir.ssh_dir / "config"
     if not config.exists():
         cluster.contract.write_ssh_config(config)
@@ -243,6 +320,10 @@ class _Recorder:
 def pytest_sessionfinish(session, exitstatus):
     state = session.config.stash.get(STATE, None)
     if state is None or state.cluster is None:
+        if state is not None and state.existing is not None and state.results.checks:
+            state.results.nodes = [{"name": n.name, "address": n.address} for n in state.existing.nodes]
+            path = Path(session.config.option.xmlpath or "results.xml").with_name("results.json")
+            state.results.write(path)
         return
     state.results.phases_s = {**state.cluster.phases(), **state.results.test_phases_s}
     if state.results.teardown is None:
