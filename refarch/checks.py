@@ -129,3 +129,47 @@ def parse_training_result(output: str) -> dict:
         if idx >= 0:
             return json.loads(line[idx + len("REFARCH_RESULT "):])
     raise ValueError("the training job printed no REFARCH_RESULT line")
+
+
+# Time --------------------------------------------------------------------------------
+def parse_chrony_tracking(text: str) -> dict[str, str]:
+    """``chronyc -n tracking`` -> {field name: value}."""
+    out = {}
+    for line in text.splitlines():
+        if ":" in line:
+            key, value = line.split(":", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def chrony_problems(tracking: dict[str, str], max_offset_ms: float) -> list[str]:
+    """Unsynchronised clock or an offset above ``max_offset_ms`` (milliseconds)."""
+    if not tracking:
+        return ["chronyc tracking printed nothing (is chronyd running?)"]
+    problems = []
+    leap = tracking.get("Leap status", "?")
+    if leap != "Normal":
+        problems.append(f"leap status is {leap!r} (not synchronised)")
+    m = re.match(r"([\d.]+) seconds (fast|slow)", tracking.get("System time", ""))
+    if not m:
+        problems.append(f"no system time offset in tracking ({tracking.get('System time')!r})")
+    elif float(m.group(1)) * 1000 > max_offset_ms:
+        problems.append(f"clock is {float(m.group(1)) * 1000:.1f} ms {m.group(2)}, bound {max_offset_ms} ms")
+    return problems
+
+
+# Sockets -----------------------------------------------------------------------------
+def listening_sockets(ss_output: str) -> set[str]:
+    """``ss -Hlntu`` -> {"tcp/22", "udp/123", ...} for sockets not bound to loopback."""
+    found = set()
+    for line in ss_output.splitlines():
+        cells = line.split()
+        if len(cells) < 5:
+            continue
+        proto, local = cells[0], cells[4]
+        host, _, port = local.rpartition(":")
+        host = host.strip("[]").split("%")[0]
+        if host.startswith("127.") or host == "::1":
+            continue
+        found.add(f"{proto}/{port}")
+    return found

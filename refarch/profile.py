@@ -70,11 +70,22 @@ class SharedStorage(_Strict):
     mount_point: str = Field(pattern=r"^/")
     size_gb: int = Field(1000, ge=1, le=16384)
     nfs_version: str = "4.2"
+    #: Options every node's mount must show (e.g. rw, hard, vers=4.2).
+    required_mount_options: list[str] = ["rw"]
+    #: Whether root on a client must be unable to write (NFS root_squash).
+    root_squash: bool = False
 
 
 class HorovodBuild(_Strict):
     frameworks: list[str]
     controllers: list[str]
+
+
+class TimeSync(_Strict):
+    """Clock expectations: chrony synchronised, |offset| under max_offset_ms."""
+
+    service: Literal["chrony"] = "chrony"
+    max_offset_ms: float = Field(100, gt=0)
 
 
 class Expect(_Strict):
@@ -87,6 +98,9 @@ class Expect(_Strict):
     min_nccl_version: str | None = None
     sshd: dict[str, str | list[str]]
     horovod_build: HorovodBuild
+    time: TimeSync = TimeSync()
+    #: Sockets a node may listen on beyond loopback, as "tcp/22", "udp/123".
+    listening: list[str] = ["tcp/22"]
 
 
 class Smoke(_Strict):

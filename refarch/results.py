@@ -40,6 +40,8 @@ class Results:
     test_phases_s: dict[str, float] = field(default_factory=dict)
     teardown: dict | None = None
     errors: list[str] = field(default_factory=list)
+    #: Fault cases run (tox -e faults): id -> seconds to inject, check, revert.
+    faults: dict[str, float] = field(default_factory=dict)
 
     def add_check(self, nodeid: str, outcome: str, duration_s: float, message: str = "") -> None:
         """Record one check (a pytest test id) with its outcome."""
@@ -70,6 +72,7 @@ class Results:
             "phases_s": self.phases_s,
             "teardown": self.teardown,
             "errors": self.errors,
+            "faults_s": self.faults,
         }
 
     def write(self, path: Path) -> Path:

@@ -45,32 +45,116 @@ def test_ssh_to_every_peer(node, node_name, profile, cluster):
 
 
 def test_shared_storage_mounted(node, node_name, profile):
-    """The shared storage is mounted read-write with the profile's type."""
+    """The shared storage is mounted with the profile's type and options
+    (rw everywhere; for NFS also `hard` and the pinned version)."""
     want = profile.shared_storage
     mp = node.mount_point(want.mount_point)
     assert mp.exists, f"{node_name}: nothing mounted at {want.mount_point}"
     fstype = "fuse.sshfs" if want.type == "sshfs" else want.type
     assert mp.filesystem.startswith(fstype), f"{node_name}: {want.mount_point} is {mp.filesystem}, expected {fstype}"
-    assert "rw" in mp.options, f"{node_name}: {want.mount_point} is not mounted rw ({','.join(mp.options)})"
+    missing = [opt for opt in want.required_mount_options if opt not in mp.options]
+    assert not missing, (f"{node_name}: {want.mount_point} lacks mount options {missing} "
+                         f"(has {','.join(mp.options)})")
 
 
 def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts):
-    """A file the training user writes on this node is read back, byte for
-    byte, on every other node."""
+    """64 KiB of random bytes the training user writes on this node read back
+    with the same sha256 on every other node."""
     user = profile.training_user.name
-    token = f"refarch-{node_name}-{id(node)}"
     path = f"{profile.shared_storage.mount_point}/.refarch-check-{node_name}"
-    w = run_as(node, user, f"printf %s {token} > {path} && sync", timeout_s=30)
+    w = run_as(node, user, f"head -c 65536 /dev/urandom > {path} && sync && sha256sum < {path}", timeout_s=30)
     assert w.rc == 0, f"{node_name}: training user {user} cannot write {path}: {w.stderr.strip()}"
+    digest = w.stdout.split()[0]
     failures = []
     for peer, host in hosts.items():
         if peer == node_name:
             continue
-        r = run_as(host, user, f"cat {path}", timeout_s=30)
-        if r.rc != 0 or r.stdout != token:
-            failures.append(f"{peer} reads {r.stdout[:40]!r} (exit {r.rc})")
+        r = run_as(host, user, f"sha256sum < {path}", timeout_s=30)
+        if r.rc != 0 or r.stdout.split()[:1] != [digest]:
+            failures.append(f"{peer} reads other bytes (exit {r.rc}: {(r.stderr or r.stdout).strip()[:80]})")
     run_as(node, user, f"rm -f {path}", timeout_s=30)
     assert not failures, f"file written on {node_name} at {path}: " + "; ".join(failures)
+
+
+def test_shared_storage_root_squashed(node, node_name, profile):
+    """Where the profile says the export squashes root, root on a node
+    cannot write to the share."""
+    want = profile.shared_storage
+    if not want.root_squash:
+        pytest.skip(f"profile {profile.name}: {want.type} share is not root-squashed")
+    with node.sudo():
+        r = node.run(f"timeout 30 touch {want.mount_point}/.refarch-root-{node_name}")
+        node.run(f"rm -f {want.mount_point}/.refarch-root-{node_name}")
+    assert r.rc != 0, f"{node_name}: root can write to {want.mount_point} (export is not root-squashed)"
+
+
+def test_resolves_every_peer(node, node_name, cluster):
+    """Every node's name resolves, on this node, to its cluster address."""
+    wrong = []
+    for peer in cluster.contract.nodes:
+        r = node.run(f"getent ahostsv4 {peer.name}")
+        got = r.stdout.split()[0] if r.rc == 0 and r.stdout.split() else None
+        if got != peer.address:
+            wrong.append(f"{peer.name} -> {got or 'unresolved'} (expected {peer.address})")
+    assert not wrong, f"{node_name} resolves: " + "; ".join(wrong)
+
+
+def test_time_synchronised(node, node_name, profile):
+    """chrony is synchronised and the clock offset is under the profile's bound."""
+    r = node.run("chronyc -n tracking")
+    problems = checks.chrony_problems(checks.parse_chrony_tracking(r.stdout) if r.rc == 0 else {},
+                                      profile.expect.time.max_offset_ms)
+    if r.rc != 0:
+        problems.append((r.stderr or r.stdout).strip()[-120:])
+    assert not problems, f"{node_name}: time: " + "; ".join(problems)
+
+
+def test_interface_pinned(node, node_name, cluster, profile):
+    """Horovod, Gloo and NCCL are pinned to the interface that carries this
+    node's cluster address."""
+    address = cluster.contract.node(node_name).address
+    actual = node.check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'")
+    r = run_as(node, profile.training_user.name,
+               'echo "$REFARCH_CLUSTER_IFACE $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"', timeout_s=30)
+    pins = dict(zip(("REFARCH_CLUSTER_IFACE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"),
+                    r.stdout.split() + ["", "", ""], strict=False))
+    wrong = [f"{k}={v or '(unset)'}" for k, v in pins.items() if v != actual]
+    assert actual, f"{node_name}: no interface carries the cluster address {address}"
+    assert not wrong, f"{node_name}: cluster interface is {actual}, but {', '.join(wrong)}"
+
+
+def test_listening_sockets_allowed(node, node_name, profile):
+    """Nothing listens beyond loopback except the profile's allow-list."""
+    with node.sudo():
+        out = node.check_output("ss -Hlntu")
+    extra = sorted(checks.listening_sockets(out) - set(profile.expect.listening))
+    assert not extra, f"{node_name}: listening beyond the allow-list {profile.expect.listening}: {extra}"
+
+
+#: Listens on an ephemeral TCP port, prints it, accepts one connection.
+LISTENER = ("import socket, sys; s = socket.socket(); s.bind(('', 0)); s.listen(1); "
+            "print(s.getsockname()[1], flush=True); sys.stdout.close(); s.settimeout(15); s.accept()")
+
+
+def test_peer_ports_reachable(node, node_name, cluster, hosts):
+    """TCP to an ephemeral port on every peer connects within 5 s (MPI, Gloo
+    and NCCL use such ports; a firewall that admits only 22 fails here,
+    naming the pair, instead of hanging a job)."""
+    failures = []
+    for peer in cluster.contract.nodes:
+        if peer.name == node_name:
+            continue
+        listener = hosts[peer.name].run(
+            "timeout 20 python3 -c %s > /tmp/.refarch-port 2>&1 & sleep 1; cat /tmp/.refarch-port", LISTENER)
+        port = listener.stdout.strip()
+        if not port.isdigit():
+            failures.append(f"{peer.name}: could not open a test listener ({port[:80]})")
+            continue
+        r = node.run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{peer.address}/{port}'")
+        if r.rc != 0:
+            why = "timed out after 5 s" if r.rc == 124 else (r.stderr.strip().splitlines() or ["refused"])[-1]
+            failures.append(f"{node_name} -> {peer.name} ({peer.address}) TCP {port}: {why}")
+    assert not failures, "; ".join(failures)
 
 
 def test_horovod_build(node, node_name, profile):

@@ -21,7 +21,7 @@ def _train(host, profile, hostlist: str, world_size: int) -> dict:
         f" --warmup-steps {s.warmup_steps} --steps {s.steps} --intra-op-threads {s.intra_op_threads}"
     )
     cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}"
-           f" --start-timeout {s.start_timeout_s} {bench}")
+           f' --network-interface "$REFARCH_CLUSTER_IFACE" --start-timeout {s.start_timeout_s} {bench}')
     r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
     if r.rc == 124:
         pytest.fail(f"horovodrun np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s")
@@ -78,3 +78,17 @@ def test_scaling_efficiency(training_runs, cluster, profile, results):
     if verdict.status == "warn":
         warnings.warn(verdict.message, stacklevel=1)
     assert verdict.status != "fail", f"np={n} across {n} nodes: {verdict.message}"
+
+
+def test_training_used_the_cluster_interface(training_runs, cluster, hosts):
+    """Every rank's Gloo traffic went over the interface that carries its
+    node's cluster address (as the run reports it)."""
+    n = max(training_runs)
+    run = training_runs[n]
+    wrong = []
+    for host_name, iface in zip(run["hosts"], run["gloo_ifaces"], strict=True):
+        address = cluster.contract.node(host_name).address
+        want = hosts[host_name].check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'")
+        if iface != want:
+            wrong.append(f"{host_name}: Gloo used {iface or 'no interface'!r}, cluster interface is {want!r}")
+    assert not wrong, "; ".join(wrong)

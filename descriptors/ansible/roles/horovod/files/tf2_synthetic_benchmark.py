@@ -4,7 +4,8 @@
 Trains a Keras application model (default ResNet50) on random images with
 horovod.tensorflow and a GradientTape, one rank per process.  Rank 0 prints
 one line ``REFARCH_RESULT {json}`` with:
-  world_size, hosts (one hostname per rank), batch_size (per rank),
+  world_size, hosts (one hostname per rank), gloo_ifaces (the interface
+  horovodrun gave Gloo, per rank), batch_size (per rank),
   images_per_sec (total over all ranks, mean of the timed steps),
   images_per_sec_per_rank, step_times_s (list), model, image_size.
 """
@@ -69,10 +70,13 @@ def main():
     per_rank = args.batch_size * len(times) / sum(times)
     total = hvd.allreduce(tf.constant(per_rank), op=hvd.Sum).numpy()
     hosts = hvd.allgather_object(socket.gethostname())
+    # The interface horovodrun told Gloo to use on each rank.
+    ifaces = hvd.allgather_object(os.environ.get("HOROVOD_GLOO_IFACE", ""))
     if hvd.rank() == 0:
         result = {
             "world_size": hvd.size(),
             "hosts": hosts,
+            "gloo_ifaces": ifaces,
             "batch_size": args.batch_size,
             "images_per_sec": float(total),
             "images_per_sec_per_rank": float(total) / hvd.size(),

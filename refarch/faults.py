@@ -1,0 +1,201 @@
+"""Fault cases: real-world faults injected into a deployed local cluster to
+prove that each check can fail, with the node and the cause in its message.
+
+Each :class:`Fault` breaks one node out of band (``podman exec`` into the
+node, or ``nsenter`` into its network namespace for firewall rules), names
+the checks that must then fail (a pytest ``-k`` expression over
+tests/integration) and the message they must show, and reverts itself so
+the next fault starts from a healthy cluster.  F1-F6 are the faults of
+../shared/FAULTS.md; the others cover the remaining node and cluster checks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import proc
+from .contract import Contract
+
+
+@dataclass
+class FaultContext:
+    """Where a fault is applied: the run's contract and its node containers."""
+
+    run_id: str
+    contract: Contract
+    training_user: str = "hvd"
+    wheelhouse: str = ""
+
+    def container(self, node: str) -> str:
+        return f"{self.run_id}-{node}"
+
+    def node(self, index: int) -> str:
+        return self.contract.node_names[index]
+
+    def sh(self, node: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run ``script`` as root in ``node`` (out of band, no SSH)."""
+        return proc.run(["podman", "exec", self.container(node), "sh", "-c", script], timeout=300, check=check)
+
+    def netns(self, node: str, *cmd: str) -> subprocess.CompletedProcess:
+        """Run ``cmd`` from the host inside ``node``'s network namespace."""
+        pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", self.container(node)], timeout=30).stdout.strip()
+        return proc.run(["nsenter", "-t", pid, "-n", *cmd], timeout=60)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault case.
+
+    ``checks`` selects the checks to run (pytest -k); ``must_fail`` lists
+    test-id fragments that must fail; ``message`` is a regex (``{n0}``,
+    ``{n1}`` stand for the first and second node name, ``{user}`` for the
+    training user) that the failure messages must match.
+    """
+
+    id: str
+    title: str
+    inject: Callable[[FaultContext], object]
+    revert: Callable[[FaultContext], object]
+    checks: str
+    must_fail: tuple[str, ...]
+    message: str
+    source: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def expected_message(self, ctx: FaultContext) -> str:
+        return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
+
+
+def _backup(path: str) -> str:
+    return f"cp -p {path} {path}.refarch-fault"
+
+
+def _restore(path: str) -> str:
+    return f"mv -f {path}.refarch-fault {path}"
+
+
+_FIREWALL = ("add table inet refarch_fault; "
+             "add chain inet refarch_fault input {{ type filter hook input priority 0; policy accept; }}; "
+             "add rule inet refarch_fault input ct state established,related accept; "
+             "add rule inet refarch_fault input ip saddr {cidr} tcp dport != 22 drop")
+
+
+def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
+    node = ctx.node(1)
+    find = "--no-index --find-links /srv/fault-wheels" if version != "2.15.1" else (
+        f"--no-index --find-links {ctx.wheelhouse}")
+    ctx.sh(node, f"/opt/horovod/bin/pip install -q --no-deps --force-reinstall {find} tensorflow-cpu=={version}")
+
+
+def _inject_tf(ctx: FaultContext) -> None:
+    """TensorFlow 2.14.1 on the second node only (the wheel is cached on the
+    host and copied in: no download from the node)."""
+    from .paths import cache_dir
+
+    wheels = cache_dir() / "fault-wheels"
+    if not any(wheels.glob("tensorflow_cpu-2.14.1-*.whl")):
+        proc.run(["python3", "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
+                  "--python-version", "3.11", "--platform", "manylinux_2_17_x86_64", "-d", str(wheels),
+                  "tensorflow-cpu==2.14.1"], timeout=900)
+    node = ctx.node(1)
+    ctx.sh(node, "mkdir -p /srv/fault-wheels")
+    for whl in wheels.glob("tensorflow_cpu-2.14.1-*.whl"):
+        proc.run(["podman", "cp", str(whl), f"{ctx.container(node)}:/srv/fault-wheels/"], timeout=300)
+    _swap_tensorflow(ctx, "2.14.1")
+
+
+FAULTS: tuple[Fault, ...] = (
+    Fault("F1", "two nodes get the same hostname",
+          inject=lambda c: c.sh(c.node(1), f"hostname {c.node(0)}"),
+          revert=lambda c: c.sh(c.node(1), f"hostname {c.node(1)}"),
+          checks="test_hostnames_unique", must_fail=("test_hostnames_unique",),
+          message=r"duplicate hostnames: '{n0}' on {n0}, {n1}", source="FAULTS.md F1"),
+    Fault("F2", "peers reach only TCP 22 (node firewall)",
+          inject=lambda c: c.netns(c.node(1), "nft", _FIREWALL.format(cidr=c.contract.cluster_cidr)),
+          revert=lambda c: c.netns(c.node(1), "nft", "delete table inet refarch_fault"),
+          checks="test_peer_ports_reachable", must_fail=("test_peer_ports_reachable[",),
+          message=r"{n0} -> {n1} \(\S+\) TCP \d+: timed out after 5 s", source="FAULTS.md F2"),
+    Fault("F3", "the share's root-owned export: the training user cannot write",
+          inject=lambda c: c.sh(c.node(0), "chown root:root /srv/shared && chmod 0755 /srv/shared"),
+          revert=lambda c: c.sh(c.node(0), f"chown {c.training_user}:{c.training_user} /srv/shared && chmod 0775 /srv/shared"),
+          checks="test_shared_storage_write_read_everywhere",
+          must_fail=("test_shared_storage_write_read_everywhere[",),
+          message=r"training user {user} cannot write /shared/\.refarch-check-", source="FAULTS.md F3"),
+    Fault("F4", "one node gets another TensorFlow than Horovod was built against",
+          inject=_inject_tf, revert=lambda c: _swap_tensorflow(c, "2.15.1"),
+          checks="test_versions_consistent or test_horovod_build",
+          must_fail=("test_versions_consistent", "test_horovod_build[{n1}]"),
+          message=r"tensorflow-cpu: {n0}=2\.15\.1, {n1}=2\.14\.1", source="FAULTS.md F4"),
+    Fault("F5", "a peer's host key is not pre-seeded",
+          inject=lambda c: c.sh(c.node(0), _backup("/etc/ssh/ssh_known_hosts")
+                                + f" && sed -i '/^{c.node(1)},/d' /etc/ssh/ssh_known_hosts"),
+          revert=lambda c: c.sh(c.node(0), _restore("/etc/ssh/ssh_known_hosts")),
+          checks="test_ssh_to_every_peer", must_fail=("test_ssh_to_every_peer[{n0}]",),
+          message=r"{n0} -> {n1}: .*Host key verification failed", source="FAULTS.md F5"),
+    Fault("F6", "PasswordAuthentication yes on one node",
+          inject=lambda c: c.sh(c.node(1), "echo 'PasswordAuthentication yes' > /etc/ssh/sshd_config.d/00-fault.conf"
+                                " && systemctl reload ssh"),
+          revert=lambda c: c.sh(c.node(1), "rm -f /etc/ssh/sshd_config.d/00-fault.conf && systemctl reload ssh"),
+          checks="test_sshd_effective_settings", must_fail=("test_sshd_effective_settings[{n1}]",),
+          message=r"{n1}: sshd -T: passwordauthentication is 'yes', expected 'no'", source="FAULTS.md F6"),
+    Fault("uid", "the training user has another uid on one node",
+          inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
+          revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),
+          checks="test_training_user", must_fail=("test_training_user[{n1}]", "test_training_user_uid_consistent"),
+          message=r"{n1}: {user} has uid 2999, expected 2001"),
+    Fault("unmounted", "the share is not mounted on one node",
+          inject=lambda c: c.sh(c.node(1), "umount -l /shared"),
+          revert=lambda c: c.sh(c.node(1), "mount /shared"),
+          checks="test_shared_storage_mounted", must_fail=("test_shared_storage_mounted[{n1}]",),
+          message=r"{n1}: nothing mounted at /shared"),
+    Fault("horovod-broken", "Horovod cannot load MPI on one node",
+          inject=lambda c: c.sh(c.node(1), "mv /usr/lib/x86_64-linux-gnu/libmpi.so.40 /root/"),
+          revert=lambda c: c.sh(c.node(1), "mv /root/libmpi.so.40 /usr/lib/x86_64-linux-gnu/"),
+          checks="test_horovod_build", must_fail=("test_horovod_build[{n1}]",),
+          message=r"{n1}: (horovodrun --check-build failed|Horovod lacks)"),
+    Fault("mpirun-hostfile", "the MPI hostfile lists one node twice",
+          inject=lambda c: c.sh(c.node(0), _backup("/etc/openmpi/cluster-hostfile")
+                                + f" && sed -i 's/^{c.node(1)} /{c.node(0)} /' /etc/openmpi/cluster-hostfile"),
+          revert=lambda c: c.sh(c.node(0), _restore("/etc/openmpi/cluster-hostfile")),
+          checks="test_mpirun_across_all_nodes", must_fail=("test_mpirun_across_all_nodes",),
+          message=r"expected each of \['{n0}', '{n1}'\] once, got \['{n0}', '{n0}'\]"),
+    Fault("name-resolution", "a node resolves a peer to a wrong address",
+          inject=lambda c: c.sh(c.node(0), _backup("/etc/hosts")
+                                + f" && sed -i 's/^.* {c.node(1)}$/192.0.2.99 {c.node(1)}/' /etc/hosts"),
+          revert=lambda c: c.sh(c.node(0), _restore("/etc/hosts")),
+          checks="test_resolves_every_peer", must_fail=("test_resolves_every_peer[{n0}]",),
+          message=r"{n0} resolves: {n1} -> 192\.0\.2\.99"),
+    Fault("time", "chrony is stopped on one node",
+          inject=lambda c: c.sh(c.node(1), "systemctl stop chrony"),
+          revert=lambda c: c.sh(c.node(1), "systemctl start chrony && for i in $(seq 30); do "
+                                "chronyc -n tracking | grep -q 'Leap status *: Normal' && break; sleep 1; done"),
+          checks="test_time_synchronised", must_fail=("test_time_synchronised[{n1}]",),
+          message=r"{n1}: time: .*(chronyd|Cannot talk)"),
+    Fault("interface-pin", "Horovod is pinned to the wrong interface on one node",
+          inject=lambda c: c.sh(c.node(1), _backup("/etc/profile.d/horovod.sh")
+                                + " && sed -i 's/^export REFARCH_CLUSTER_IFACE=.*/export REFARCH_CLUSTER_IFACE=\"lo\"/'"
+                                " /etc/profile.d/horovod.sh"),
+          revert=lambda c: c.sh(c.node(1), _restore("/etc/profile.d/horovod.sh")),
+          checks="test_interface_pinned", must_fail=("test_interface_pinned[{n1}]",),
+          message=r"{n1}: cluster interface is \S+, but REFARCH_CLUSTER_IFACE=lo"),
+    Fault("extra-listener", "a stray service listens on one node",
+          inject=lambda c: proc.run(["podman", "exec", "-d", c.container(c.node(1)), "python3", "-m", "http.server",
+                                     "8099"], timeout=30),
+          revert=lambda c: c.sh(c.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False),
+          checks="test_listening_sockets_allowed", must_fail=("test_listening_sockets_allowed[{n1}]",),
+          message=r"{n1}: listening beyond the allow-list .*tcp/8099"),
+)
+
+
+def by_id(fault_id: str) -> Fault:
+    """The fault case named ``fault_id``.
+
+    Raises:
+        KeyError: no such fault.
+    """
+    for fault in FAULTS:
+        if fault.id == fault_id:
+            return fault
+    raise KeyError(fault_id)

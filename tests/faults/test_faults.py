@@ -1,0 +1,72 @@
+"""Fault cases (refarch.faults): each breaks one node of a shared deployed
+cluster, runs the checks that must catch it, and reverts.  The checks run
+in a child pytest attached to the cluster by its run id, exactly as
+`python -m refarch test RUN_ID -k ...` would run them.
+
+Run with `tox -e faults` (deploys one local cluster for all cases)."""
+
+import re
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from refarch.faults import FAULTS, FaultContext
+from refarch.paths import ROOT
+
+pytestmark = pytest.mark.integration
+
+
+def run_checks(run_id: str, selection: str, junit: Path) -> dict[str, tuple[str, str]]:
+    """Run the selected integration checks against the kept cluster; returns
+    {test id: (outcome, failure message)}."""
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration"), "--run-id", run_id,
+           "-k", selection, "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        name = case.get("name")
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            outcomes[name] = ("failed", failure.get("message", "") + "\n" + (failure.text or ""))
+        elif case.find("skipped") is not None:
+            outcomes[name] = ("skipped", "")
+        else:
+            outcomes[name] = ("passed", "")
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def fault_context(cluster, profile):
+    wheelhouse = f"{cluster.contract.shared_storage['mount_point']}/wheelhouse-{cluster.wheelhouse.name}"
+    return FaultContext(cluster.run_id, cluster.contract, profile.training_user.name, wheelhouse)
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
+def test_fault_is_caught(fault, fault_context, tmp_path, results):
+    start = time.monotonic()
+    fault.inject(fault_context)
+    try:
+        outcomes = run_checks(fault_context.run_id, fault.checks, tmp_path / "faulty.xml")
+    finally:
+        fault.revert(fault_context)
+    after = run_checks(fault_context.run_id, fault.checks, tmp_path / "reverted.xml")
+    results.faults[fault.id] = round(time.monotonic() - start, 1)
+
+    assert outcomes, f"{fault.id}: the selection {fault.checks!r} ran no check"
+    failed = {name: msg for name, (outcome, msg) in outcomes.items() if outcome == "failed"}
+    for fragment in fault.must_fail:
+        want = fragment.format(n0=fault_context.node(0), n1=fault_context.node(1))
+        assert any(want in name for name in failed), (
+            f"{fault.id} ({fault.title}): {want} did not fail; outcomes: "
+            f"{ {n: o for n, (o, _) in outcomes.items()} }")
+    pattern = fault.expected_message(fault_context)
+    assert any(re.search(pattern, msg) for msg in failed.values()), (
+        f"{fault.id}: no failure message matches {pattern!r}: {[m.splitlines()[0] for m in failed.values()]}")
+    still = [n for n, (o, _) in after.items() if o == "failed"]
+    assert not still, f"{fault.id}: after reverting, {still} still fail (the cluster is not healthy)"

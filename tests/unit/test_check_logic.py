@@ -1,0 +1,97 @@
+"""The assertions of the smoke, idempotence and GPU checks fail on faulty
+inputs: each check function is called with recorded or faulty data in place
+of a deployed cluster (the fault cases in tests/faults cover the others)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from refarch.ansible import PlaybookResult, parse_recap
+from refarch.contract import Contract
+from refarch.profile import load_profile
+from tests.integration import test_gpu, test_playbook, test_smoke
+from tests.unit.test_contract import OUTPUTS
+
+DATA = Path(__file__).parent / "data"
+CLUSTER = SimpleNamespace(contract=Contract.from_outputs(OUTPUTS))
+
+
+def run(world_size, hosts, ips, ifaces=None):
+    return {"world_size": world_size, "hosts": hosts, "images_per_sec": ips,
+            "gloo_ifaces": ifaces or ["eth0"] * len(hosts)}
+
+
+def test_all_nodes_check_fails_when_ranks_share_a_host():
+    runs = {1: run(1, ["node1"], 30.0), 2: run(2, ["node1", "node1"], 40.0)}
+    with pytest.raises(AssertionError, match=r"ranks ran on \['node1', 'node1'\]"):
+        test_smoke.test_training_on_all_nodes(runs, CLUSTER)
+
+
+def test_efficiency_check_fails_below_the_lower_bound():
+    results = SimpleNamespace(smoke={})
+    runs = {1: run(1, ["node1"], 30.0), 2: run(2, ["node1", "node2"], 18.0)}
+    with pytest.raises(AssertionError, match=r"scaling efficiency 30\.0% .* below the lower bound"):
+        test_smoke.test_scaling_efficiency(runs, CLUSTER, load_profile("local"), results)
+    assert results.smoke["verdict"] == "fail"
+
+
+def test_single_rank_check_fails_without_throughput():
+    with pytest.raises(AssertionError):
+        test_smoke.test_training_single_rank({1: run(1, ["node1"], 0.0)})
+
+
+def test_interface_check_fails_when_gloo_used_another_interface():
+    hosts = {n: SimpleNamespace(check_output=lambda cmd: "eth0") for n in ("node1", "node2")}
+    runs = {2: run(2, ["node1", "node2"], 40.0, ifaces=["eth0", "lo"])}
+    with pytest.raises(AssertionError, match=r"node2: Gloo used 'lo', cluster interface is 'eth0'"):
+        test_smoke.test_training_used_the_cluster_interface(runs, CLUSTER, hosts)
+
+
+def test_idempotence_check_fails_on_a_converging_run():
+    text = (DATA / "ansible-converge.log").read_text()
+    cluster = SimpleNamespace(configure=lambda **kw: PlaybookResult(0, parse_recap(text), text))
+    with pytest.raises(AssertionError, match=r"second playbook run changed tasks on \{'node1': 4, 'node2': 4\}"):
+        test_playbook.test_playbook_idempotent(cluster)
+
+
+class FakeNode:
+    """A testinfra-like host whose commands return canned output."""
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+
+    def run(self, command, *args):
+        for fragment, (rc, out) in self.outputs.items():
+            if fragment in command:
+                return SimpleNamespace(rc=rc, stdout=out, stderr="")
+        return SimpleNamespace(rc=127, stdout="", stderr="command not found")
+
+
+GPU_EXPECT = load_profile("openstack-v100").expect
+
+
+def test_gpu_check_fails_on_ecc_errors_and_persistence_off():
+    node = FakeNode({"nvidia-smi": (0, (DATA / "gpu" / "nvidia-smi-query-faulty.csv").read_text())})
+    with pytest.raises(AssertionError, match=r"node1: 1 GPUs, expected 1|node1: .*uncorrected ECC errors"):
+        test_gpu.test_gpus_healthy(node, "node1", GPU_EXPECT)
+
+
+def test_cuda_and_nccl_checks_fail_on_old_or_missing_versions():
+    old_cuda = FakeNode({"nvcc": (0, "Cuda compilation tools, release 11.8, V11.8.89")})
+    with pytest.raises(AssertionError, match=r"node2: CUDA 11\.8 is older than 12\.4"):
+        test_gpu.test_cuda_version(old_cuda, "node2", GPU_EXPECT)
+    with pytest.raises(AssertionError, match=r"node2: libnccl2 is not installed"):
+        test_gpu.test_nccl_version(FakeNode({}), "node2", GPU_EXPECT)
+
+
+def test_dcgm_check_fails_on_a_failed_diagnostic():
+    node = FakeNode({"command -v dcgmi": (0, "/usr/bin/dcgmi"),
+                     "dcgmi diag": (0, (DATA / "gpu" / "dcgmi-diag-r1-fail.txt").read_text())})
+    with pytest.raises(AssertionError, match=r"node1: dcgmi diag -r 1 failed: \['Persistence Mode'\]"):
+        test_gpu.test_dcgm_diagnostic(node, "node1", GPU_EXPECT)
+
+
+def test_gpu_checks_skip_with_the_profiles_reason_on_cpu_profiles():
+    with pytest.raises(pytest.skip.Exception, match="profile local expects 0 GPUs per node"):
+        test_gpu.expect.__wrapped__(load_profile("local"))
