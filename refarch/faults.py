@@ -155,9 +155,10 @@ FAULTS: tuple[Fault, ...] = (
           revert=lambda c: c.sh(c.node(1), "mv /root/libmpi.so.40 /usr/lib/x86_64-linux-gnu/"),
           checks="test_horovod_build", must_fail=("test_horovod_build[{n1}]",),
           message=r"{n1}: (horovodrun --check-build failed|Horovod lacks)"),
-    Fault("mpirun-hostfile", "the MPI hostfile lists one node twice",
+    Fault("mpirun-hostfile", "the MPI hostfile gives one node the other node's slot",
           inject=lambda c: c.sh(c.node(0), _backup("/etc/openmpi/cluster-hostfile")
-                                + f" && sed -i 's/^{c.node(1)} /{c.node(0)} /' /etc/openmpi/cluster-hostfile"),
+                                + f" && sed -i -e '/^{c.node(1)} /d' -e 's/^{c.node(0)} slots=1/{c.node(0)} slots=2/'"
+                                " /etc/openmpi/cluster-hostfile"),
           revert=lambda c: c.sh(c.node(0), _restore("/etc/openmpi/cluster-hostfile")),
           checks="test_mpirun_across_all_nodes", must_fail=("test_mpirun_across_all_nodes",),
           message=r"expected each of \['{n0}', '{n1}'\] once, got \['{n0}', '{n0}'\]"),

@@ -20,8 +20,11 @@ def _train(host, profile, hostlist: str, world_size: int) -> dict:
         f" --model {shlex.quote(s.model)} --image-size {s.image_size} --batch-size {s.batch_size}"
         f" --warmup-steps {s.warmup_steps} --steps {s.steps} --intra-op-threads {s.intra_op_threads}"
     )
-    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}"
-           f' --network-interface "$REFARCH_CLUSTER_IFACE" --start-timeout {s.start_timeout_s} {bench}')
+    # Across nodes, Horovod is pinned to the cluster interface; a single-host
+    # run talks over loopback (horovodrun rejects an interface pin there).
+    pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
+           f" --start-timeout {s.start_timeout_s} {bench}")
     r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
     if r.rc == 124:
         pytest.fail(f"horovodrun np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s")

@@ -95,3 +95,14 @@ def test_dcgm_check_fails_on_a_failed_diagnostic():
 def test_gpu_checks_skip_with_the_profiles_reason_on_cpu_profiles():
     with pytest.raises(pytest.skip.Exception, match="profile local expects 0 GPUs per node"):
         test_gpu.expect.__wrapped__(load_profile("local"))
+
+
+def test_root_squash_check_fails_when_root_can_write():
+    from contextlib import nullcontext
+
+    from tests.integration import test_nodes
+
+    node = FakeNode({"touch": (0, ""), "rm -f": (0, "")})
+    node.sudo = lambda *a: nullcontext()
+    with pytest.raises(AssertionError, match=r"node1: root can write to /shared \(export is not root-squashed\)"):
+        test_nodes.test_shared_storage_root_squashed(node, "node1", load_profile("openstack-v100"))

@@ -73,3 +73,34 @@ def test_training_result_line():
     assert checks.parse_training_result(out) == {"world_size": 2, "images_per_sec": 40.5}
     with pytest.raises(ValueError, match="no REFARCH_RESULT"):
         checks.parse_training_result("Timed out waiting for tasks to start")
+
+
+def _recorded(name: str) -> tuple[str, str]:
+    """(chronyc -n tracking, ss -Hlntu) recorded on a local-cloud node."""
+    text = (DATA / name).read_text()
+    split = text.index("udp ") if "udp " in text else text.index("tcp ")
+    return text[:split], text[split:]
+
+
+def test_chrony_tracking_recorded_on_a_synchronised_node():
+    tracking, _ = _recorded("node2-chrony-ss.txt")
+    parsed = checks.parse_chrony_tracking(tracking)
+    assert parsed["Leap status"] == "Normal"
+    assert checks.chrony_problems(parsed, 50) == []
+    assert checks.chrony_problems(parsed, 0.001) == ["clock is 0.0 ms slow, bound 0.001 ms"]
+
+
+def test_chrony_problems_unsynchronised_or_silent():
+    assert checks.chrony_problems({}, 50) == ["chronyc tracking printed nothing (is chronyd running?)"]
+    text = "Leap status     : Not synchronised\nSystem time     : 0.250000000 seconds fast of NTP time\n"
+    assert checks.chrony_problems(checks.parse_chrony_tracking(text), 100) == [
+        "leap status is 'Not synchronised' (not synchronised)", "clock is 250.0 ms fast, bound 100 ms"]
+
+
+def test_listening_sockets_recorded():
+    _, ss = _recorded("node1-chrony-ss.txt")
+    assert checks.listening_sockets(ss) == {"tcp/22", "udp/123"}
+    _, ss2 = _recorded("node2-chrony-ss.txt")
+    assert checks.listening_sockets(ss2) == {"tcp/22"}
+    extra = "tcp LISTEN 0 5 0.0.0.0:8099 0.0.0.0:*\ntcp LISTEN 0 5 [fe80::1%eth0]:7000 [::]:*\n"
+    assert checks.listening_sockets(extra) == {"tcp/8099", "tcp/7000"}
