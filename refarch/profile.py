@@ -19,6 +19,17 @@ from .errors import ProfileError
 from .paths import PROFILES_DIR
 
 
+def _ipv4_network(value: str) -> ipaddress.IPv4Network:
+    """``value`` as an IPv4 network; ValueError naming it when it is not."""
+    try:
+        net = ipaddress.ip_network(value, strict=True)
+    except ValueError as exc:
+        raise ValueError(f"malformed subnet {value!r}: {exc}") from None
+    if net.version != 4:
+        raise ValueError(f"subnet {value!r} is not IPv4")
+    return net
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -42,12 +53,7 @@ class Network(_Strict):
     @field_validator("subnet_pool")
     @classmethod
     def _pool_is_cidr(cls, value: str) -> str:
-        try:
-            net = ipaddress.ip_network(value, strict=True)
-        except ValueError as exc:
-            raise ValueError(f"malformed subnet {value!r}: {exc}") from None
-        if net.version != 4:
-            raise ValueError(f"subnet {value!r} is not IPv4")
+        _ipv4_network(value)
         return value
 
     @model_validator(mode="after")
@@ -171,11 +177,7 @@ class OpenStackSettings(_Strict):
     @field_validator("admin_cidr", "subnet_cidr")
     @classmethod
     def _cidr(cls, value: str) -> str:
-        try:
-            net = ipaddress.ip_network(value, strict=True)
-        except ValueError as exc:
-            raise ValueError(f"malformed subnet {value!r}: {exc}") from None
-        if net.prefixlen == 0:
+        if _ipv4_network(value).prefixlen == 0:
             raise ValueError(f"{value} is the whole internet; name the admins' range")
         return value
 
