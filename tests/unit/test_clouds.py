@@ -1,0 +1,83 @@
+"""The cloud drivers, offline: Terraform inputs match each root module's
+variables, and the OpenStack driver's prepare/sweep/leak check run against
+openstacksdk fakes."""
+
+import json
+from types import SimpleNamespace
+
+import pytest
+from openstack.compute.v2 import flavor as flavor_mod
+from openstack.compute.v2 import server as server_mod
+
+from refarch import clouds, localcloud
+from refarch import openstack as ostk
+from refarch.errors import PreflightError
+from refarch.profile import load_profile
+from refarch.run import RunDir
+from tests.unit.test_contract_modules import blocks
+from tests.unit.test_openstack import fake_conn, populate_run, res, set_quotas
+
+
+@pytest.fixture
+def rundir(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
+    return RunDir.create("hvd-ci-abc123")
+
+
+def fake_cluster(profile_name, rundir):
+    cluster = SimpleNamespace(profile=load_profile(profile_name), rundir=rundir, run_id=rundir.run_id,
+                              image_tag="localhost/refarch-node:x", wheelhouse=None)
+    cluster.phase = lambda name: __import__("contextlib").nullcontext()
+    return cluster
+
+
+@pytest.mark.parametrize("module, driver", [("local", clouds.LocalCloud), ("openstack", clouds.OpenStackCloud)])
+def test_terraform_inputs_match_the_module_variables(module, driver, rundir, monkeypatch, tmp_path):
+    monkeypatch.setattr(localcloud, "used_subnets", lambda: [])
+    cluster = fake_cluster("local" if module == "local" else "openstack-v100", rundir)
+    tf_vars = driver().tf_vars(cluster, tmp_path / "id_ed25519", tmp_path / "known_hosts")
+    variables = blocks(module, "variables.tf", "variable")
+    assert set(tf_vars) <= set(variables), f"unknown inputs: {set(tf_vars) - set(variables)}"
+    required = {name for name, body in variables.items() if "default" not in body}
+    assert required <= set(tf_vars), f"missing inputs: {required - set(tf_vars)}"
+
+
+def openstack_driver(monkeypatch, conn):
+    monkeypatch.setattr(ostk, "connect", lambda cloud, config_file=None: conn)
+    conn.compute.find_flavor.side_effect = None
+    conn.compute.find_flavor.return_value = res(flavor_mod.Flavor, vcpus=16, ram=65536)
+    conn.current_project_id = "p1"
+    return clouds.OpenStackCloud()
+
+
+def test_openstack_prepare_checks_quota_then_records_the_baseline(rundir, monkeypatch):
+    conn = fake_conn()
+    set_quotas(conn, cores=(100, 0), floating=(5, 0), gigabytes=(5000, 0))
+    conn.compute.servers.return_value = [res(server_mod.Server, name="someone-elses-vm")]
+    driver = openstack_driver(monkeypatch, conn)
+    driver.prepare(fake_cluster("openstack-v100", rundir))
+    baseline = json.loads((rundir.path / "baseline.json").read_text())
+    assert len(baseline["servers"]) == 1 and set(baseline) == set(ostk.KINDS)
+
+
+def test_openstack_prepare_stops_before_anything_on_a_short_quota(rundir, monkeypatch):
+    conn = fake_conn()
+    set_quotas(conn, cores=(16, 0), floating=(5, 0), gigabytes=(5000, 0))
+    driver = openstack_driver(monkeypatch, conn)
+    with pytest.raises(PreflightError, match="cores: need 32, 16 of 16 free"):
+        driver.prepare(fake_cluster("openstack-v100", rundir))
+    assert not (rundir.path / "baseline.json").exists()
+    conn.network.create_network.assert_not_called()
+
+
+def test_openstack_sweep_deletes_the_runs_resources_and_leaks_compare_to_baseline(rundir, monkeypatch):
+    conn = fake_conn()
+    driver = openstack_driver(monkeypatch, conn)
+    cluster = fake_cluster("openstack-v100", rundir)
+    (rundir.path / "baseline.json").write_text(json.dumps({k: [] for k in ostk.KINDS}))
+    populate_run(conn, run="hvd-ci-abc123", created="2026-11-29T06:00:00Z")
+    swept = driver.sweep(cluster, rundir.logs / "teardown.log")
+    assert "servers" in swept and "volumes" in swept
+    conn.compute.delete_server.assert_called()
+    leaks = driver.leaks(cluster)
+    assert "prod-db" in " ".join(leaks["servers"])  # new since the (empty) baseline: reported
