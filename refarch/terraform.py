@@ -2,8 +2,9 @@
 
 tftest runs Terraform in the module's folder and by default deletes state
 when the wrapper object is collected; so each run gets its own copy of the
-root module under ``runs/<run id>/terraform`` (state lives there and runs
-never share it) and ``cleanup_on_exit=False`` keeps a kept cluster's state.
+root module under ``runs/<run id>/terraform``, with the shared child modules
+beside it in ``runs/<run id>/modules`` (state lives there and runs never
+share it) and ``cleanup_on_exit=False`` keeps a kept cluster's state.
 Inputs go into ``terraform.tfvars.json`` beside the copy, so ``destroy`` by
 run id needs nothing but the run directory.
 """
@@ -51,6 +52,8 @@ class Terraform:
         self.log = log
         if not (workdir / "main.tf").exists():
             shutil.copytree(TERRAFORM_DIR / cloud, workdir, dirs_exist_ok=True)
+            # Child modules ("../modules/...") beside the copy, as in descriptors/.
+            shutil.copytree(TERRAFORM_DIR / "modules", workdir.parent / "modules", dirs_exist_ok=True)
         wrapper = workdir.parent / "bin" / "terraform"
         wrapper.parent.mkdir(exist_ok=True)
         wrapper.write_text(_WRAPPER, encoding="utf-8")

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.skipif(not shutil.which("terraform"), reason="terraform
 def tf(tmp_path_factory):
     work = tmp_path_factory.mktemp("tf") / "local"
     shutil.copytree(TERRAFORM_DIR / "local", work)
+    shutil.copytree(TERRAFORM_DIR / "modules", work.parent / "modules")
     key = work / "key.pub"
     key.write_text("ssh-ed25519 AAAA test\n")
     t = tftest.TerraformTest(str(work))

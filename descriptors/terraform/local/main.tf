@@ -3,16 +3,17 @@
 # local-exec creates and destroys them; every resource carries the label
 # refarch.run_id=<run id> so that a sweep finds what a failed create left.
 
+module "layout" {
+  source            = "../modules/node-layout"
+  node_count        = var.node_count
+  subnet_cidr       = var.subnet_cidr
+  first_host_number = var.first_host_number
+}
+
 locals {
   network_name = "${var.run_id}-net"
   script       = abspath("${path.module}/scripts/podman-node.sh")
-  nodes = [
-    for i in range(var.node_count) : {
-      hostname = "node${i + 1}"
-      address  = cidrhost(var.subnet_cidr, var.first_host_number + i)
-      roles    = i == 0 ? ["worker", "storage"] : ["worker"]
-    }
-  ]
+  nodes        = module.layout.nodes
 }
 
 resource "terraform_data" "network" {

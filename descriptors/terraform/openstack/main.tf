@@ -5,15 +5,16 @@
 # NFS, and one floating IP on the first node as the SSH bastion.  Every name
 # and tag carries the run id, so the janitor and the leak check find them.
 
+module "layout" {
+  source            = "../modules/node-layout"
+  node_count        = var.node_count
+  subnet_cidr       = var.subnet_cidr
+  first_host_number = var.first_host_number
+}
+
 locals {
-  tags = ["refarch", "refarch-run:${var.run_id}"]
-  nodes = [
-    for i in range(var.node_count) : {
-      hostname = "node${i + 1}"
-      address  = cidrhost(var.subnet_cidr, var.first_host_number + i)
-      roles    = i == 0 ? ["worker", "storage"] : ["worker"]
-    }
-  ]
+  tags  = ["refarch", "refarch-run:${var.run_id}"]
+  nodes = module.layout.nodes
 }
 
 data "openstack_networking_network_v2" "external" {

@@ -1,0 +1,4 @@
+output "nodes" {
+  description = "Nodes in order: list of {hostname, address, roles}."
+  value       = local.nodes
+}
