@@ -20,8 +20,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
         exit 1
     fi
 fi
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "bootstrap: installing python3-venv" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    else
+        echo "bootstrap: python3 cannot make virtualenvs; run: sudo apt-get install -y python3-venv" >&2
+        exit 1
+    fi
+fi
 if ! command -v terraform >/dev/null 2>&1; then
-    echo "bootstrap: terraform (>= 1.4) is not on PATH; install HashiCorp's release and retry" >&2
+    echo "bootstrap: terraform (>= 1.4) is not on PATH; install HashiCorp's terraform package (apt repository or release zip) and retry" >&2
     exit 1
 fi
 if [ ! -x .venv/bin/tox ]; then

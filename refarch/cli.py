@@ -51,7 +51,7 @@ def _up(args) -> int:
     for node in contract.nodes:
         print(f"  {node.name:<8} {node.address}")
     print(f"kept. ssh: ssh -F {cluster.rundir.ssh_dir / 'config'} {contract.nodes[0].name}")
-    print(f"checks: python -m refarch test {cluster.run_id}    destroy: python -m refarch destroy {cluster.run_id}")
+    print(f"checks: ci/refarch test {cluster.run_id}    destroy: ci/refarch destroy {cluster.run_id}")
     return 0
 
 

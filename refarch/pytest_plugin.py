@@ -91,11 +91,14 @@ def pytest_configure(config):
             contract = existing_hosts_contract(existing, profile)
         except RefarchError as exc:
             raise pytest.UsageError(str(exc)) from None
-        state = RunState(run_id="existing-hosts", profile_name=name, overrides={}, profile=profile, attached=True,
-                         keep=True, configure=False, results=Results("existing-hosts", name, "existing"),
+        run_id = new_run_id("existing")
+        state = RunState(run_id=run_id, profile_name=name, overrides={}, profile=profile, attached=True,
+                         keep=True, configure=False, results=Results(run_id, name, "existing"),
                          existing=contract, node_names=contract.node_names)
         config.stash[STATE] = state
         config.pluginmanager.register(_Recorder(state.results), "refarch-recorder")
+        if not getattr(config.option, "xmlpath", None):
+            config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
         return
     try:
         overrides = parse_overrides(config.getoption("refarch_set"))
@@ -322,7 +325,7 @@ def pytest_sessionfinish(session, exitstatus):
     if state is None or state.cluster is None:
         if state is not None and state.existing is not None and state.results.checks:
             state.results.nodes = [{"name": n.name, "address": n.address} for n in state.existing.nodes]
-            path = Path(session.config.option.xmlpath or "results.xml").with_name("results.json")
+            path = Path(session.config.option.xmlpath).with_name("results.json")
             state.results.write(path)
         return
     state.results.phases_s = {**state.cluster.phases(), **state.results.test_phases_s}
@@ -341,4 +344,4 @@ def pytest_terminal_summary(terminalreporter, config):
     where = state.cluster.rundir.path
     terminalreporter.write_line(f"  results: {where / 'results.json'}  junit: {config.option.xmlpath}")
     if state.keep:
-        terminalreporter.write_line(f"  kept: python -m refarch destroy {state.run_id}   (ssh -F {where}/ssh/config node1)")
+        terminalreporter.write_line(f"  kept: ci/refarch destroy {state.run_id}   (ssh -F {where}/ssh/config node1)")

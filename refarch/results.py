@@ -17,6 +17,14 @@ from pathlib import Path
 from .paths import VERSIONS_FILE, load_versions
 
 SCHEMA_VERSION = 1
+#: Phases in the order a run goes through them (for reports).
+PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "idempotence", "smoke", "teardown")
+
+
+def ordered_phases(phases: dict[str, float]) -> dict[str, float]:
+    """``phases`` in :data:`PHASE_ORDER`, unknown names last."""
+    rank = {name: i for i, name in enumerate(PHASE_ORDER)}
+    return dict(sorted(phases.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
 
 
 def pins_hash() -> str:
@@ -69,7 +77,7 @@ class Results:
             "checks": self.checks,
             "check_counts": self.counts(),
             "smoke": self.smoke,
-            "phases_s": self.phases_s,
+            "phases_s": ordered_phases(self.phases_s),
             "teardown": self.teardown,
             "errors": self.errors,
             "faults_s": self.faults,
@@ -92,7 +100,7 @@ class Results:
         if "efficiency" in self.smoke:
             lines.append(f"  scaling efficiency: {self.smoke['efficiency']:.1%} ({self.smoke.get('verdict', '')})")
         if self.phases_s:
-            lines.append("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in self.phases_s.items()))
+            lines.append("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in ordered_phases(self.phases_s).items()))
         if self.teardown is not None:
             left = self.teardown.get("leaks") or self.teardown.get("state")
             lines.append("  teardown: " + ("LEFT " + json.dumps(left) if left else "nothing left"))
