@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
@@ -181,6 +181,3 @@ class Contract:
                 lines.append(f"  ProxyJump {self.ssh_bastion.get('user', self.ssh_user)}@{self.ssh_bastion['address']}")
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
-
-    def as_dict(self) -> dict:
-        return {"nodes": [asdict(n) for n in self.nodes], "cluster_cidr": self.cluster_cidr}

@@ -12,7 +12,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 from . import proc
@@ -116,8 +115,3 @@ def sweep(run_id: str, log: Path | None = None) -> dict[str, list[str]]:
 def leaks(run_id: str) -> dict[str, list[str]]:
     """What is still left of ``run_id`` (empty lists when nothing leaked)."""
     return {kind: names for kind, names in run_resources(run_id).items() if names}
-
-
-def node_exec(container: str, command: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``command`` in a node container as root, out of band (no SSH)."""
-    return proc.run(["podman", "exec", container, *command], timeout=timeout, check=False)
