@@ -162,7 +162,7 @@ class OpenStackCloud:
 
     def ansible_vars(self, cluster: Cluster) -> dict:
         # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
-        return {"horovod_wheelhouse_src": "", "gpu_expected_count": cluster.profile.expect.gpus_per_node}
+        return {"horovod_wheelhouse_src": ""}
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         from . import openstack as ostk

@@ -13,7 +13,8 @@ from __future__ import annotations
 import glob
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from . import ansible, proc
@@ -34,7 +35,6 @@ class Cluster:
     contract: Contract | None = None
     image_tag: str | None = None
     wheelhouse: Path | None = None
-    _driver: object = field(default=None, repr=False)
 
     # Construction -----------------------------------------------------------
     @classmethod
@@ -71,8 +71,9 @@ class Cluster:
     def run_id(self) -> str:
         return self.rundir.run_id
 
-    @property
+    @cached_property
     def terraform(self) -> Terraform:
+        """The run's Terraform root module (made once per Cluster)."""
         return Terraform(self.rundir.terraform_dir, self.profile.cloud, self.rundir.logs / "terraform.log",
                          env=self.driver.tf_env(self))
 
@@ -98,12 +99,10 @@ class Cluster:
         return dict(self.rundir.read_meta().get("phases", {}))
 
     # Stages -----------------------------------------------------------------
-    @property
+    @cached_property
     def driver(self):
         """The cloud driver (:mod:`refarch.clouds`) of the profile's cloud."""
-        if self._driver is None:
-            self._driver = driver_for(self.profile)
-        return self._driver
+        return driver_for(self.profile)
 
     def prepare(self) -> None:
         """What must exist before deploying: build artefacts on the local
@@ -185,8 +184,7 @@ class Cluster:
             state = self.terraform.state_list()
             if state:
                 # The sweep removed the real resources; forget them in state.
-                for address in state:
-                    self.terraform.tf.execute_command("state", "rm", address)
+                self.terraform.tf.execute_command("state", "rm", *state)
             report["state"] = self.terraform.state_list()
             report["leaks"] = self.driver.leaks(self)
             if not report["leaks"]:
@@ -194,7 +192,7 @@ class Cluster:
         self.rundir.update_meta(kept=False, destroyed=True, teardown=report)
         if report["state"] or report["leaks"]:
             raise LeakError(f"run {self.run_id} left resources behind: state={report['state']} "
-                            f"podman={report['leaks']}")
+                            f"{self.profile.cloud}={report['leaks']}")
         return report
 
 

@@ -290,6 +290,11 @@ def node(hosts, node_name):
     return hosts[node_name]
 
 
+#: The Python of the virtualenv that holds Horovod (beside horovodrun), for
+#: commands run with :func:`run_as`.
+HOROVOD_PYTHON = "$(dirname $(command -v horovodrun))/python"
+
+
 def run_as(host, user: str, command: str, timeout_s: int = 60):
     """Run ``command`` on ``host`` as ``user`` (login environment) with a time
     limit in seconds; returns testinfra's CommandResult (rc 124 on timeout)."""

@@ -3,7 +3,7 @@
 import pytest
 
 from refarch import checks
-from refarch.pytest_plugin import run_as
+from refarch.pytest_plugin import HOROVOD_PYTHON, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 
@@ -58,7 +58,7 @@ def test_versions_consistent(hosts, profile, results):
     per_node = {}
     for name, host in hosts.items():
         r = run_as(host, profile.training_user.name,
-                   f"$(dirname $(command -v horovodrun))/python -c {shlex.quote(VERSION_PROBE)} "
+                   f"{HOROVOD_PYTHON} -c {shlex.quote(VERSION_PROBE)} "
                    f"{pins['tensorflow_package']} horovod", timeout_s=60)
         versions = json.loads(r.stdout) if r.rc == 0 else {"error": r.stderr.strip()[-200:]}
         versions["openmpi"] = host.run("dpkg-query -W -f '${Version}' openmpi-bin").stdout.strip()

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from refarch import checks
-from refarch.pytest_plugin import run_as
+from refarch.pytest_plugin import HOROVOD_PYTHON, run_as
 
 pytestmark = pytest.mark.integration
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.integration
 def _train(host, profile, hostlist: str, world_size: int) -> dict:
     s = profile.smoke
     bench = (
-        f"$(dirname $(command -v horovodrun))/python $(dirname $(command -v horovodrun))/tf2_synthetic_benchmark.py"
+        f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/tf2_synthetic_benchmark.py"
         f" --model {shlex.quote(s.model)} --image-size {s.image_size} --batch-size {s.batch_size}"
         f" --warmup-steps {s.warmup_steps} --steps {s.steps} --intra-op-threads {s.intra_op_threads}"
     )
