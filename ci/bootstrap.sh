@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
-# Installs what the suite needs on a fresh Debian 12 machine: system packages
-# with apt (when run as root; otherwise prints the exact command) and tox in
-# .venv.  Idempotent: a warm machine passes through in seconds.
+# Installs what the suite needs on a fresh Debian 12 machine: the Debian
+# packages of every host command in ci/host-commands.tsv for the given stages
+# (default: all) with apt when run as root (otherwise prints the exact
+# command), checks the commands that are not from Debian (terraform), and
+# puts tox in .venv.  Idempotent: a warm machine passes through in seconds.
+#   ci/bootstrap.sh [STAGE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TABLE=ci/host-commands.tsv
 
-PACKAGES=(podman runc debootstrap openssh-client rsync util-linux iproute2 uidmap)
+want_stage() {  # $1: the row's stages (comma-separated); stages asked for in STAGES
+    [ "${#STAGES[@]}" -eq 0 ] && return 0
+    local s
+    for s in "${STAGES[@]}"; do
+        case ",$1," in *",$s,"*) return 0 ;; esac
+    done
+    return 1
+}
+
+STAGES=("$@")
+packages=()
+external=()
+while IFS=$'\t' read -r cmd pkg stages why; do
+    case "$cmd" in ''|'#'*) continue ;; esac
+    want_stage "$stages" || continue
+    if [ "$pkg" = "-" ]; then
+        external+=("$cmd	$why")
+    else
+        packages+=("$pkg")
+    fi
+done < "$TABLE"
+# python3 must be able to make virtualenvs (ensurepip): Debian splits it out.
+packages+=(python3-venv)
+
 missing=()
-for pkg in "${PACKAGES[@]}"; do
+for pkg in $(printf '%s\n' "${packages[@]}" | sort -u); do
     dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
@@ -20,20 +47,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
         exit 1
     fi
 fi
-if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-    if [ "$(id -u)" -eq 0 ]; then
-        echo "bootstrap: installing python3-venv" >&2
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-    else
-        echo "bootstrap: python3 cannot make virtualenvs; run: sudo apt-get install -y python3-venv" >&2
+for row in "${external[@]}"; do
+    cmd=${row%%	*}
+    if ! command -v "$cmd" >/dev/null 2>&1; then
+        echo "bootstrap: $cmd is not on PATH: ${row#*	}" >&2
         exit 1
     fi
-fi
-if ! command -v terraform >/dev/null 2>&1; then
-    echo "bootstrap: terraform (>= 1.4) is not on PATH; install HashiCorp's terraform package (apt repository or release zip) and retry" >&2
-    exit 1
-fi
+done
 if [ ! -x .venv/bin/tox ]; then
     python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip

@@ -22,6 +22,7 @@ import datetime as dt
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from . import localcloud
 from .cluster import Cluster
@@ -29,7 +30,8 @@ from .errors import RefarchError
 from .lifecycle import guarded
 from .paths import ROOT, runs_dir
 from .profile import parse_overrides
-from .run import RunDir
+from .owner import Owner
+from .run import RunDir, validate_run_id
 
 
 def _up(args) -> int:
@@ -41,6 +43,8 @@ def _up(args) -> int:
         cluster.destroy()
 
     kept = {"ok": False}
+    if args.keep_on_failure:
+        cluster.rundir.update_meta(kept=True)  # a stale sweep must spare it too
     with guarded(teardown, keep=lambda: kept["ok"] or args.keep_on_failure):
         cluster.prepare()
         contract = cluster.deploy()
@@ -78,33 +82,32 @@ def _destroy(args) -> int:
 
 def _sweep(args) -> int:
     """Remove resources of runs whose owner process is gone (``--stale``) or
-    of the given run ids; kept runs are spared unless ``--include-kept``."""
-    targets = set(args.run_ids)
+    of the given run ids.  Ownership is read from the resources' labels, so
+    the verdict is the same from every checkout: a run whose owner process
+    lives is never touched; kept runs are spared by ``--stale`` unless
+    ``--include-kept``."""
     if args.stale:
-        for run_id in sorted(localcloud.all_run_ids()):
-            try:
-                rd = RunDir.open(run_id)
-                meta = rd.read_meta()
-                if rd.owner_alive() or (meta.get("kept") and not args.include_kept):
-                    continue
-            except RefarchError:
-                pass  # no run directory: nobody owns it
-            targets.add(run_id)
-    for run_id in sorted(targets):
+        localcloud.sweep_stale(include_kept=args.include_kept, dry_run=args.dry_run)
+    verdicts = localcloud.stale_runs(include_kept=True)
+    for run_id in sorted(set(args.run_ids)):
+        validate_run_id(run_id)
+        if run_id not in verdicts:
+            print(f"nothing of {run_id} on this host")
+            continue
+        _stale, reason, labels = verdicts[run_id]
+        owner = Owner.from_labels(labels)
+        if owner is not None and owner.alive():
+            print(f"leaving {run_id}: {reason}")
+            continue
         found = localcloud.run_resources(run_id)
         print(f"{'would remove' if args.dry_run else 'removing'} {run_id}: {json.dumps(found)}")
         if not args.dry_run:
             localcloud.sweep(run_id)
-            try:
-                rd = RunDir.open(run_id)
-                state = rd.terraform_dir / "terraform.tfstate"
-                if state.exists():
-                    state.rename(state.with_suffix(".tfstate.swept"))
-                rd.update_meta(kept=False, destroyed=True, swept=True)
-            except RefarchError:
-                pass
-    if not targets:
-        print("nothing to sweep")
+            localcloud.release_subnet(run_id)
+            if owner is not None:
+                localcloud.forget_state(Path(owner.rundir))
+    if not args.stale and not args.run_ids:
+        print("nothing to sweep: give run ids or --stale")
     return 0
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from . import ansible, image, localcloud, wheelhouse
 from .errors import PreflightError
+from .owner import Owner
 from .profile import Profile
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,8 +53,9 @@ class LocalCloud:
 
     def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
         net = cluster.profile.network
-        subnet = localcloud.pick_subnet(net.subnet_pool, net.subnet_prefix, localcloud.used_subnets())
-        cluster.rundir.update_meta(subnet=subnet)
+        owner = Owner.current(cluster.rundir.path)
+        subnet = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix, cluster.run_id, owner)
+        cluster.rundir.update_meta(subnet=subnet, owner=owner.labels())
         storage = cluster.profile.shared_storage
         return {
             "run_id": cluster.run_id,
@@ -65,6 +67,7 @@ class LocalCloud:
             "ssh_private_key_file": str(key),
             "ssh_known_hosts_file": str(known_hosts),
             "shared_storage": {"export": storage.export, "mount_point": storage.mount_point},
+            "labels": owner.labels(),
         }
 
     def tf_env(self, cluster: Cluster) -> dict:
@@ -79,10 +82,17 @@ class LocalCloud:
         return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
 
     def leaks(self, cluster: Cluster) -> dict:
-        return localcloud.leaks(cluster.run_id)
+        return localcloud.leaks(cluster.run_id, cluster.rundir.read_meta().get("subnet"))
 
     def finish(self, cluster: Cluster) -> None:
-        """Nothing outlives the run on the local cloud."""
+        """Nothing outlives the run: release its subnet reservation."""
+        localcloud.release_subnet(cluster.run_id)
+
+    @staticmethod
+    def sweep_stale(out=print) -> list[str]:
+        """Sweep runs whose owner process is gone (any checkout's), before a
+        new run is created."""
+        return localcloud.sweep_stale(out=out)
 
 
 class OpenStackCloud:
@@ -181,6 +191,11 @@ class OpenStackCloud:
         path = cluster.rundir.path / "baseline.json"
         before = json.loads(path.read_text()) if path.exists() else {}
         return ostk.leaks(self.conn(cluster), before)
+
+    @staticmethod
+    def sweep_stale(out=print) -> list[str]:
+        """Runs killed before their teardown are the janitor's (by age)."""
+        return []
 
     def finish(self, cluster: Cluster) -> None:
         """Delete the throwaway project (after its resources)."""

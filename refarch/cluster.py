@@ -11,6 +11,7 @@ accumulate in the run directory's ``run.json``.
 from __future__ import annotations
 
 import glob
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +49,8 @@ class Cluster:
         """
         profile = load_profile(profile_name, overrides)
         preflight(profile)
+        # Only now, with the input valid: leftovers of runs whose owner died.
+        driver_for(profile).sweep_stale(out=lambda line: print(f"refarch: sweep: {line}", file=sys.stderr))
         rundir = RunDir.create(run_id or new_run_id(prefix))
         rundir.update_meta(profile=profile_name, overrides=overrides or {}, cloud=profile.cloud,
                            kept=False, phases={})

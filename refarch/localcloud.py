@@ -9,37 +9,28 @@ whose destroy provisioner never runs) is still cleaned up.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
-import shutil
+import os
+from collections.abc import Callable
 from pathlib import Path
 
-from . import proc
+from . import hostcmds, proc
 from .errors import PreflightError, RefarchError
+from .owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
 
-LABEL = "refarch.run_id"
-#: Commands the local cloud needs, with the Debian package that provides each.
-REQUIRED_TOOLS = {
-    "podman": "podman",
-    "runc": "runc",
-    "debootstrap": "debootstrap",
-    "terraform": "terraform (HashiCorp's release, >= 1.4)",
-    "ssh": "openssh-client",
-    "ssh-keygen": "openssh-client",
-    "flock": "util-linux",
-}
+LABEL = LABEL_RUN_ID
 
 
-def preflight_tools(which=None) -> None:
-    """Check the local cloud's tools and devices before anything is created.
+def preflight_tools(which=None, stages: tuple[str, ...] = ("local",)) -> None:
+    """Check the host commands of ``stages`` (see ``ci/host-commands.tsv``)
+    and the devices the local cloud needs, before anything is created.
 
     Raises:
-        PreflightError: one line naming every missing tool and its package.
+        PreflightError: one line naming every missing command and its package.
     """
-    which = which or shutil.which
-    missing = [f"{tool} (package {pkg})" for tool, pkg in REQUIRED_TOOLS.items() if not which(tool)]
-    if missing:
-        raise PreflightError("missing tools for the local cloud: " + ", ".join(missing))
+    hostcmds.preflight(stages, which=which)
     if not Path("/dev/fuse").exists():
         raise PreflightError("/dev/fuse is missing: the sshfs shared storage needs FUSE on the host")
 
@@ -63,6 +54,51 @@ def used_subnets() -> list[ipaddress.IPv4Network]:
     return [n for n in nets if n.version == 4]
 
 
+def _reservations() -> Path:
+    path = machine_dir() / "subnets"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def reserved_subnets() -> list[ipaddress.IPv4Network]:
+    """Subnets reserved by runs whose owner process is still alive (their
+    podman network may not exist yet)."""
+    nets = []
+    for path in _reservations().glob("*.json"):
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        owner = Owner.from_labels(entry.get("owner", {}))
+        if owner is not None and owner.alive():
+            nets.append(ipaddress.ip_network(entry["subnet"]))
+    return nets
+
+
+def reserve_subnet(pool: str, prefix: int, run_id: str, owner: Owner,
+                   used: Callable[[], list[ipaddress.IPv4Network]] | None = None) -> str:
+    """Pick a free ``/prefix`` of ``pool`` for ``run_id`` and reserve it
+    machine-wide until the run is destroyed, so that two runs deploying at
+    the same time from any checkouts never pick the same subnet.
+
+    Raises:
+        RefarchError: the pool is exhausted.
+    """
+    lock = machine_dir() / "subnets.lock"
+    with open(lock, "w", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        taken = (used or used_subnets)() + reserved_subnets()
+        subnet = pick_subnet(pool, prefix, taken)
+        entry = {"subnet": subnet, "run_id": run_id, "owner": owner.labels()}
+        (_reservations() / f"{run_id}.json").write_text(json.dumps(entry), encoding="utf-8")
+    return subnet
+
+
+def release_subnet(run_id: str) -> None:
+    """Drop ``run_id``'s subnet reservation (its network is gone)."""
+    (_reservations() / f"{run_id}.json").unlink(missing_ok=True)
+
+
 def pick_subnet(pool: str, prefix: int, used: list[ipaddress.IPv4Network]) -> str:
     """The first ``/prefix`` subnet of ``pool`` that overlaps none of ``used``.
 
@@ -84,17 +120,66 @@ def run_resources(run_id: str) -> dict[str, list[str]]:
     return {"containers": containers, "networks": networks, "volumes": volumes}
 
 
+def run_labels() -> dict[str, dict[str, str]]:
+    """Run id -> the labels found on its containers, networks and volumes
+    (merged; the owner labels are the same on each)."""
+    runs: dict[str, dict[str, str]] = {}
+    found = [(c.get("Labels") or {}) for c in _podman_json("ps", "-a", "--filter", f"label={LABEL}")]
+    found += [(n.get("labels") or {}) for n in _podman_json("network", "ls", "--filter", f"label={LABEL}")]
+    found += [(v.get("Labels") or {}) for v in _podman_json("volume", "ls", "--filter", f"label={LABEL}")]
+    for labels in found:
+        run_id = labels.get(LABEL)
+        if run_id:
+            runs.setdefault(run_id, {}).update(labels)
+    return runs
+
+
 def all_run_ids() -> set[str]:
     """Every run id found on a container, network or volume of this host."""
-    ids: set[str] = set()
-    for c in _podman_json("ps", "-a", "--filter", f"label={LABEL}"):
-        ids.add((c.get("Labels") or {}).get(LABEL, ""))
-    for n in _podman_json("network", "ls", "--filter", f"label={LABEL}"):
-        ids.add((n.get("labels") or {}).get(LABEL, ""))
-    for v in _podman_json("volume", "ls", "--filter", f"label={LABEL}"):
-        ids.add((v.get("Labels") or {}).get(LABEL, ""))
-    ids.discard("")
-    return ids
+    return set(run_labels())
+
+
+def stale_runs(include_kept: bool = False) -> dict[str, tuple[bool, str, dict[str, str]]]:
+    """Every run on this host with its verdict: run id -> (stale, reason,
+    labels).  Decided from the resources' owner labels only, so the answer is
+    the same from every checkout (see :func:`refarch.owner.stale_verdict`)."""
+    return {run_id: (*stale_verdict(labels, include_kept), labels)
+            for run_id, labels in sorted(run_labels().items())}
+
+
+def sweep_stale(include_kept: bool = False, dry_run: bool = False, out: Callable[[str], object] = print) -> list[str]:
+    """Sweep every run whose owner process is gone (and that was not kept),
+    whichever checkout made it; print one line per run.  Returns the run ids
+    swept (or that would be, with ``dry_run``)."""
+    swept = []
+    for run_id, (stale, reason, labels) in stale_runs(include_kept).items():
+        if not stale:
+            out(f"leaving {run_id}: {reason}")
+            continue
+        found = run_resources(run_id)
+        out(f"{'would remove' if dry_run else 'removing'} {run_id}: {reason}: {json.dumps(found)}")
+        swept.append(run_id)
+        if not dry_run:
+            sweep(run_id)
+            release_subnet(run_id)
+            forget_state(Path(labels[LABEL_RUNDIR]))
+    return swept
+
+
+
+def forget_state(rundir: Path) -> None:
+    """After a sweep outside Terraform: set the run's state aside (so that
+    ``terraform state list`` is empty) and mark the run destroyed."""
+    state = rundir / "terraform" / "terraform.tfstate"
+    if state.exists():
+        state.rename(state.with_suffix(".tfstate.swept"))
+    meta = rundir / "run.json"
+    if meta.exists():
+        data = json.loads(meta.read_text(encoding="utf-8"))
+        data.update(kept=False, destroyed=True, swept=True)
+        tmp = meta.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, meta)
 
 
 def sweep(run_id: str, log: Path | None = None) -> dict[str, list[str]]:
@@ -112,6 +197,31 @@ def sweep(run_id: str, log: Path | None = None) -> dict[str, list[str]]:
     return found
 
 
-def leaks(run_id: str) -> dict[str, list[str]]:
-    """What is still left of ``run_id`` (empty lists when nothing leaked)."""
-    return {kind: names for kind, names in run_resources(run_id).items() if names}
+def host_leaks(subnet: str) -> dict[str, list[str]]:
+    """Host-side leftovers of a removed run network with ``subnet``: a
+    bridge that still carries an address of the subnet, and nftables rules
+    (podman's NAT and firewall) that name it.  Only meaningful while the
+    run's subnet reservation is held (no other run can use the subnet)."""
+    net = ipaddress.ip_network(subnet)
+    out: dict[str, list[str]] = {}
+    links = json.loads(proc.run(["ip", "-j", "addr", "show"], timeout=30).stdout or "[]")
+    bridges = [link["ifname"] for link in links
+               if any(a.get("family") == "inet" and ipaddress.ip_address(a["local"]) in net
+                      for a in link.get("addr_info", []))]
+    if bridges:
+        out["bridges"] = bridges
+    ruleset = proc.run(["nft", "list", "ruleset"], timeout=30, check=False).stdout
+    rules = [line.strip() for line in ruleset.splitlines() if str(net) in line]
+    if rules:
+        out["nftables"] = rules
+    return out
+
+
+def leaks(run_id: str, subnet: str | None = None) -> dict[str, list[str]]:
+    """What is still left of ``run_id`` (empty when nothing leaked):
+    containers, networks and volumes by label, and, given the run's subnet,
+    its bridge and nftables rules (:func:`host_leaks`)."""
+    found = {kind: names for kind, names in run_resources(run_id).items() if names}
+    if subnet and "networks" not in found:
+        found.update(host_leaks(subnet))
+    return found

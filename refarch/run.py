@@ -60,9 +60,11 @@ class RunDir:
 
     @classmethod
     def create(cls, run_id: str) -> RunDir:
-        """Make ``runs/<run_id>`` (error if it exists) and record the owner."""
+        """Make ``runs/<run_id>`` (mode 0700: it holds keys, state and
+        credentials; error if it exists) and record the owner."""
         path = runs_dir() / validate_run_id(run_id)
-        path.mkdir(parents=True, exist_ok=False)
+        path.mkdir(mode=0o700, exist_ok=False)
+        path.chmod(0o700)
         rd = cls(run_id, path)
         rd.logs.mkdir()
         rd.write_owner()
@@ -117,20 +119,7 @@ class RunDir:
         return meta
 
     def write_owner(self) -> None:
-        """Record this process as the run's owner (for the stale-run sweep)."""
+        """Record this process as the run's owner (the podman labels carry
+        the same, see :mod:`refarch.owner`)."""
         self.update_meta(run_id=self.run_id, owner_pid=os.getpid(),
                          owner_host=socket.gethostname(), started_at=time.time())
-
-    def owner_alive(self) -> bool:
-        """True when the process that owns the run still exists on this host."""
-        meta = self.read_meta()
-        pid = meta.get("owner_pid")
-        if not pid or meta.get("owner_host") != socket.gethostname():
-            return False
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True

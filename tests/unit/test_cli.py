@@ -2,7 +2,7 @@
 
 import pytest
 
-from refarch import cli, localcloud
+from refarch import cli, hostcmds
 
 
 @pytest.fixture(autouse=True)
@@ -29,11 +29,11 @@ def test_bad_input_is_one_line_and_creates_nothing(argv, message, capsys, isolat
 
 
 def test_missing_tool_is_rejected_before_anything_is_made(capsys, isolated_runs, monkeypatch):
-    real = localcloud.shutil.which
-    monkeypatch.setattr(localcloud.shutil, "which", lambda tool: None if tool == "debootstrap" else real(tool))
+    monkeypatch.setattr(hostcmds.shutil, "which", lambda tool: None if tool == "debootstrap" else f"/usr/bin/{tool}")
     assert cli.main(["up"]) == 2
     err = capsys.readouterr().err.strip()
-    assert err == "refarch: error: missing tools for the local cloud: debootstrap (package debootstrap)"
+    assert err == ("refarch: error: missing host commands: debootstrap (apt-get install debootstrap); "
+                   "ci/bootstrap.sh installs them")
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
 
 

@@ -26,5 +26,5 @@ def test_preflight_names_every_missing_tool():
     with pytest.raises(PreflightError) as info:
         localcloud.preflight_tools(which=lambda tool: tool in present and f"/usr/bin/{tool}")
     text = str(info.value)
-    assert "runc (package runc)" in text and "debootstrap (package debootstrap)" in text
-    assert "terraform" in text and "podman (" not in text
+    assert "runc (apt-get install runc)" in text and "debootstrap (apt-get install debootstrap)" in text
+    assert "terraform" in text and "podman (" not in text and "nsenter" not in text

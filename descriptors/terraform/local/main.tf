@@ -12,6 +12,8 @@ module "layout" {
 
 locals {
   network_name = "${var.run_id}-net"
+  # One "key=value" per line for the script's --label options.
+  labels = join("\n", [for k, v in var.labels : "${k}=${v}"])
   script       = abspath("${path.module}/scripts/podman-node.sh")
   nodes        = module.layout.nodes
 }
@@ -22,6 +24,7 @@ resource "terraform_data" "network" {
     subnet = var.subnet_cidr
     run_id = var.run_id
     script = local.script
+    labels = local.labels
   }
 
   provisioner "local-exec" {
@@ -30,6 +33,7 @@ resource "terraform_data" "network" {
       NETWORK = self.input.name
       SUBNET  = self.input.subnet
       RUN_ID  = self.input.run_id
+      LABELS  = self.input.labels
     }
   }
 
@@ -56,6 +60,7 @@ resource "terraform_data" "node" {
     script      = local.script
     pubkey_file = var.ssh_public_key_file
     known_hosts = var.ssh_known_hosts_file
+    labels      = local.labels
   }
 
   provisioner "local-exec" {
@@ -70,6 +75,7 @@ resource "terraform_data" "node" {
       RUN_ID      = self.input.run_id
       PUBKEY_FILE = self.input.pubkey_file
       KNOWN_HOSTS = self.input.known_hosts
+      LABELS      = self.input.labels
     }
   }
 

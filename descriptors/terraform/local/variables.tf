@@ -91,3 +91,13 @@ variable "shared_storage" {
     error_message = "shared_storage.export and shared_storage.mount_point must be absolute paths."
   }
 }
+
+variable "labels" {
+  description = "Extra podman labels on every container and network of the run: its owner (host, process id and start time, run directory), so that a sweep from any checkout can tell a live or kept run from an orphaned one."
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for k, v in var.labels : can(regex("^[a-z0-9._-]+$", k)) && !strcontains(v, "\n")])
+    error_message = "labels keys must be lowercase letters, digits, '.', '_' or '-', and values one line each."
+  }
+}

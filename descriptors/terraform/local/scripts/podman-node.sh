@@ -1,10 +1,11 @@
 #!/bin/sh
 # Create and destroy the local cloud's resources with podman.  Called by the
 # local-exec provisioners of main.tf with its inputs in the environment.
-#   network-create  NETWORK SUBNET RUN_ID
+#   network-create  NETWORK SUBNET RUN_ID [LABELS]
 #   network-destroy NETWORK
-#   node-create     NAME HOSTNAME_ ADDRESS NETWORK IMAGE MEMORY_MB RUN_ID PUBKEY_FILE KNOWN_HOSTS
+#   node-create     NAME HOSTNAME_ ADDRESS NETWORK IMAGE MEMORY_MB RUN_ID PUBKEY_FILE KNOWN_HOSTS [LABELS]
 #   node-destroy    NAME
+# LABELS: extra podman labels, one key=value per line (the run's owner).
 set -eu
 
 # podman's default runtime (crun) and ulimits fail on hosts with hybrid
@@ -12,9 +13,20 @@ set -eu
 RUNTIME="${REFARCH_PODMAN_RUNTIME:-runc}"
 BOOT_TIMEOUT="${REFARCH_BOOT_TIMEOUT:-90}"
 
+# `eval "$LABEL_ARGS"` sets the positional parameters to "--label key=value"
+# for each line of LABELS (eval, not a function: a function cannot set its
+# caller's positional parameters).
+LABEL_ARGS='set --
+while IFS= read -r line; do
+    if [ -n "$line" ]; then set -- "$@" --label "$line"; fi
+done <<EOF_LABELS
+${LABELS:-}
+EOF_LABELS'
+
 case "$1" in
 network-create)
-    podman network create --subnet "$SUBNET" --label "refarch.run_id=$RUN_ID" "$NETWORK" >/dev/null
+    eval "$LABEL_ARGS"
+    podman network create --subnet "$SUBNET" --label "refarch.run_id=$RUN_ID" "$@" "$NETWORK" >/dev/null
     ;;
 network-destroy)
     # Gone already counts as destroyed.  No --force: a container still
@@ -23,13 +35,14 @@ network-destroy)
     podman network rm "$NETWORK" >/dev/null 2>&1 || ! podman network exists "$NETWORK"
     ;;
 node-create)
+    eval "$LABEL_ARGS"
     podman run -d --name "$NAME" --hostname "$HOSTNAME_" --no-hosts \
         --network "$NETWORK" --ip "$ADDRESS" \
         --runtime "$RUNTIME" --systemd=always \
         --ulimit nofile=1024:4096 --ulimit nproc=4096:8192 \
         --memory "${MEMORY_MB}m" \
         --device /dev/fuse --cap-add SYS_ADMIN \
-        --label "refarch.run_id=$RUN_ID" --label "refarch.node=$HOSTNAME_" \
+        --label "refarch.run_id=$RUN_ID" --label "refarch.node=$HOSTNAME_" "$@" \
         "$IMAGE" /sbin/init >/dev/null
     # Wait for first boot: host keys made and sshd running.
     i=0

@@ -1,0 +1,69 @@
+"""The host commands the suite runs, the Debian packages that provide them,
+and the stages that need them: one table (``ci/host-commands.tsv``) read by
+``ci/bootstrap.sh`` (installs), the preflight (checks) and a unit test (the
+code calls nothing that is not listed)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import PreflightError
+from .paths import ROOT
+
+TABLE = ROOT / "ci" / "host-commands.tsv"
+
+
+@dataclass(frozen=True)
+class HostCommand:
+    """One row: ``command`` is provided by Debian package ``package`` ("-"
+    when it is not from Debian) and needed by ``stages``."""
+
+    command: str
+    package: str
+    stages: tuple[str, ...]
+    why: str
+
+    def install_hint(self) -> str:
+        if self.package == "-":
+            return self.why
+        return f"apt-get install {self.package}"
+
+
+def load_table(path: Path = TABLE) -> list[HostCommand]:
+    """The rows of the table (comments and blank lines skipped).
+
+    Raises:
+        ValueError: a row has fewer than three tab-separated fields.
+    """
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < 3:
+            raise ValueError(f"{path}:{number}: want command<TAB>package<TAB>stages[<TAB>why]")
+        rows.append(HostCommand(fields[0], fields[1], tuple(fields[2].split(",")),
+                                fields[3] if len(fields) > 3 else ""))
+    return rows
+
+
+def missing(stages: Iterable[str], which=None, table: list[HostCommand] | None = None) -> list[HostCommand]:
+    """Rows of ``stages`` whose command is not on PATH."""
+    which = which or shutil.which
+    wanted = set(stages)
+    return [row for row in (table or load_table()) if wanted & set(row.stages) and not which(row.command)]
+
+
+def preflight(stages: Iterable[str], which=None) -> None:
+    """Check the commands of ``stages`` before anything is created.
+
+    Raises:
+        PreflightError: one line naming each missing command and its package.
+    """
+    gone = missing(stages, which)
+    if gone:
+        raise PreflightError("missing host commands: " + ", ".join(
+            f"{row.command} ({row.install_hint()})" for row in gone) + "; ci/bootstrap.sh installs them")

@@ -1,0 +1,101 @@
+"""The host-command table (ci/host-commands.tsv) is complete: every literal
+command name the suite passes to a subprocess call is listed, with its
+package; the preflight names the command and the package of what is missing."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from refarch import hostcmds
+from refarch.errors import PreflightError
+from refarch.paths import ROOT
+
+#: Callables that start a host process, and the position of the argument
+#: that holds the command (a list whose first item is the command name).
+_RUNNERS = {"run": 0, "Popen": 0, "call": 0, "check_call": 0, "check_output": 0}
+#: Helpers whose positional argument at this index is itself a host command
+#: (e.g. FaultContext.netns(node, "nft", ...) runs nft through nsenter).
+_COMMAND_ARG = {"netns": 1}
+
+
+def _name(func: ast.expr) -> str:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else ""
+
+
+def literal_commands(tree: ast.AST) -> list[tuple[str, int]]:
+    """(command, line) of every literal command name in a subprocess call of ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _name(node.func)
+        if name in _RUNNERS and len(node.args) > _RUNNERS[name]:
+            arg = node.args[_RUNNERS[name]]
+            if isinstance(arg, (ast.List, ast.Tuple)) and arg.elts:
+                first = arg.elts[0]
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    found.append((first.value, node.lineno))
+        if name in _COMMAND_ARG and len(node.args) > _COMMAND_ARG[name]:
+            arg = node.args[_COMMAND_ARG[name]]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                found.append((arg.value, node.lineno))
+    return found
+
+
+def uncovered(table: list[hostcmds.HostCommand]) -> list[str]:
+    """``path:line: command`` for every literal command the code calls that ``table`` lacks."""
+    listed = {row.command for row in table}
+    out = []
+    for path in sorted([*ROOT.joinpath("refarch").rglob("*.py"), *ROOT.joinpath("tests").rglob("*.py")]):
+        for command, line in literal_commands(ast.parse(path.read_text(encoding="utf-8"))):
+            if command not in listed:
+                out.append(f"{path.relative_to(ROOT)}:{line}: {command}")
+    return out
+
+
+def test_every_called_command_is_in_the_table():
+    missing = uncovered(hostcmds.load_table())
+    assert not missing, "host commands missing from ci/host-commands.tsv: " + ", ".join(missing)
+
+
+def test_a_command_removed_from_the_table_is_named():
+    table = [row for row in hostcmds.load_table() if row.command != "nft"]
+    missing = uncovered(table)
+    assert missing and all(m.endswith(": nft") for m in missing), missing
+    assert any(m.startswith("refarch/faults.py:") for m in missing)
+
+
+def test_the_scanner_sees_the_forms_the_code_uses():
+    code = ("proc.run(['podman', 'ps'])\nsubprocess.Popen(('tar', '-c'))\nc.netns(node, 'nft', 'x')\n"
+            "subprocess.run([sys.executable, '-m', 'pytest'])\n")
+    assert [c for c, _ in literal_commands(ast.parse(code))] == ["podman", "tar", "nft"]
+
+
+def test_every_row_has_a_package_and_known_stages():
+    stages = {"bootstrap", "local", "faults", "lint"}
+    for row in hostcmds.load_table():
+        assert row.package, row
+        assert set(row.stages) <= stages, f"{row.command}: unknown stage in {row.stages}"
+
+
+def test_preflight_names_command_and_package():
+    present = {"podman", "terraform"}
+    with pytest.raises(PreflightError) as err:
+        hostcmds.preflight(["local", "faults"], which=lambda c: c if c in present else None)
+    text = str(err.value)
+    assert "\n" not in text
+    assert "nft (apt-get install nftables)" in text
+    assert "nsenter (apt-get install util-linux)" in text
+    assert "podman" not in text
+
+
+def test_preflight_checks_only_the_stages_asked_for():
+    hostcmds.preflight(["faults"], which=lambda c: c if c in {"podman", "nft", "nsenter"} else None)
+
+
+def test_bootstrap_reads_the_table():
+    script = Path(ROOT / "ci" / "bootstrap.sh").read_text(encoding="utf-8")
+    assert "ci/host-commands.tsv" in script
