@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/bootstrap.sh
-exec .venv/bin/tox -e integration -- "$@"
+exec ci/tox -e integration -- "$@"

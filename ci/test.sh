@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# All tests: static checks, the policy scan, offline unit tests, then the
-# main job on the local cloud, then the fault cases.  This is what CI runs.
+# All tests: static checks, the policy scan, offline unit tests, the
+# bootstrap on a bare Debian root, the main job on the local cloud, the fault
+# cases, the teardown proofs (interrupts) and the concurrent-runs proof.
+# This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/bootstrap.sh
-exec .venv/bin/tox -e lint,policy,unit,integration,faults -- "$@"
+exec ci/tox -e lint,policy,unit,fresh,integration,faults,teardown,concurrency -- "$@"

@@ -12,10 +12,11 @@ import os
 import re
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
+from . import proc, retry
 from .errors import CommandError, PreflightError
 from .paths import ANSIBLE_DIR
 
@@ -33,6 +34,8 @@ class PlaybookResult:
     rc: int
     recap: dict[str, dict[str, int]]
     output: str
+    #: Attempts made (more than one after a retryable failure, see refarch.retry).
+    attempts: int = 1
 
     @property
     def changed(self) -> dict[str, int]:
@@ -120,7 +123,10 @@ def run_playbook(
     playbook: Path = ANSIBLE_DIR / "site.yml",
     check: bool = True,
 ) -> PlaybookResult:
-    """Run ``playbook`` against ``inventory`` within ``timeout`` seconds.
+    """Run ``playbook`` against ``inventory`` within ``timeout`` seconds (all
+    attempts together).  An attempt whose every failure is transient (a rule
+    of :data:`refarch.retry.RETRYABLE`) is run again, up to the rule's
+    attempts; the playbook is idempotent, so a re-run finishes the job.
 
     Raises:
         CommandError: the playbook failed (the message names the failed hosts
@@ -138,8 +144,22 @@ def run_playbook(
         # ansible-playbook's own tools (ansible-galaxy, ...) from the same venv.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    done = proc.run(cmd, timeout=timeout, log=log, env=env, check=False, stream=True, cwd=ANSIBLE_DIR)
-    result = PlaybookResult(done.returncode, parse_recap(done.stdout), done.stdout)
+    deadline = time.monotonic() + timeout
+    attempt = 1
+    while True:
+        done = proc.run(cmd, timeout=max(deadline - time.monotonic(), 1), log=log, env=env, check=False,
+                        stream=True, cwd=ANSIBLE_DIR)
+        rule = retry.classify(_failures(done.stdout)) if done.returncode != 0 else None
+        if rule is None or attempt >= rule.attempts or deadline - time.monotonic() < rule.wait_s:
+            break
+        attempt += 1
+        note = (f"refarch: retrying ansible-playbook (attempt {attempt}/{rule.attempts}) in {rule.wait_s:.0f} s: "
+                f"{rule.id}: {rule.reason}")
+        print(note, file=sys.stderr, flush=True)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(note + "\n")
+        time.sleep(rule.wait_s)
+    result = PlaybookResult(done.returncode, parse_recap(done.stdout), done.stdout, attempt)
     if check and done.returncode != 0:
         failed = _failures(done.stdout)[-3:]
         hosts = ", ".join(result.failed_hosts()) or "unknown hosts"

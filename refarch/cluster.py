@@ -22,6 +22,7 @@ from . import ansible, proc
 from .clouds import driver_for
 from .contract import Contract
 from .errors import LeakError, RefarchError
+from .lifecycle import in_phase
 from .profile import Profile, load_profile
 from .run import RunDir, new_run_id
 from .terraform import Terraform
@@ -90,7 +91,8 @@ class Cluster:
         """Time a phase; its seconds are added to ``run.json`` ``phases``."""
         start = time.monotonic()
         try:
-            yield
+            with in_phase(name):
+                yield
         finally:
             elapsed = round(time.monotonic() - start, 1)
             phases = self.rundir.read_meta().get("phases", {})

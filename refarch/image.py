@@ -66,28 +66,58 @@ def ensure_image(log: Path, timeout: float = 1200) -> str:
 def _ensure_image(log: Path, timeout: float) -> str:
     inputs = image_inputs()
     tag = image_tag()
-    if image_exists(tag):
-        return tag
+    if not image_exists(tag):
+        debootstrap_image(tag, inputs["suite"], inputs["packages"], CUSTOMIZE, log, timeout)
+    return tag
+
+
+#: Tag of a bare Debian image (debootstrap minbase, nothing added): what a
+#: fresh machine has, for the bootstrap test.
+FRESH_REPO = "localhost/refarch-fresh"
+
+
+def ensure_fresh_image(log: Path, timeout: float = 900, suite: str | None = None) -> str:
+    """A bare Debian root (``debootstrap --variant=minbase``, made the same
+    way as the node image, nothing else installed) as a podman image, cached
+    by suite; returns its tag.
+
+    Raises:
+        CommandError, PhaseTimeout: as :func:`ensure_image`.
+    """
+    suite = suite or load_versions()["debian_suite"]
+    tag = f"{FRESH_REPO}:{suite}-{IMAGE_FORMAT}"
+    with cache_lock("image"):
+        if not image_exists(tag):
+            debootstrap_image(tag, suite, [], None, log, timeout)
+    return tag
+
+
+def debootstrap_image(tag: str, suite: str, packages: list[str], customize: Path | None, log: Path,
+                      timeout: float) -> None:
+    """``debootstrap --variant=minbase`` of ``suite`` with ``packages``, then
+    ``customize`` run in a chroot, imported into podman as ``tag``.
+
+    Raises:
+        CommandError: debootstrap, the customize script or podman import failed.
+        PhaseTimeout: debootstrap ran past ``timeout`` seconds.
+    """
     work = Path(tempfile.mkdtemp(prefix="image-", dir=cache_dir()))
     try:
         tree = work / "rootfs"
-        proc.run(
-            ["debootstrap", "--variant=minbase", "--include=" + ",".join(inputs["packages"]),
-             inputs["suite"], str(tree)],
-            timeout=timeout, log=log,
-        )
-        shutil.copy(CUSTOMIZE, tree / "customize.sh")
-        proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout=300, log=log)
-        (tree / "customize.sh").unlink()
+        include = ["--include=" + ",".join(packages)] if packages else []
+        proc.run(["debootstrap", "--variant=minbase", *include, suite, str(tree)], timeout=timeout, log=log)
+        if customize is not None:
+            shutil.copy(customize, tree / "customize.sh")
+            proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout=300, log=log)
+            (tree / "customize.sh").unlink()
         tar = subprocess.Popen(["tar", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)
         try:
             proc.run(
                 ["podman", "import", "--change", 'CMD ["/sbin/init"]',
-                 "--message", "refarch node image", "-", tag],
+                 "--message", f"refarch {tag}", "-", tag],
                 timeout=600, log=log, stdin=tar.stdout,
             )
         finally:
             tar.wait()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return tag

@@ -4,8 +4,13 @@
 KeyboardInterrupt (Python already does so for SIGINT), so the running phase
 stops its child processes and the ``finally`` tears down; while teardown
 runs, further SIGINT/SIGTERM are ignored so that an impatient second Ctrl-C
-cannot leave resources behind.  (tox escalates SIGINT to SIGTERM and SIGKILL
-within fractions of a second by default: tox.ini raises those timeouts.)
+cannot leave resources behind.  After the first interrupt, later ones are
+ignored too: a CI runner's SIGTERM to the whole job and tox's SIGINT right
+after it must not abort the teardown.  The first interrupt (signal and
+phase) is kept in :data:`INTERRUPTED` for the reports.  (tox escalates
+SIGINT to SIGTERM and SIGKILL within fractions of a second by default:
+tox.ini raises those timeouts, and ``ci/tox`` makes tox treat SIGTERM as
+Ctrl-C.)
 """
 
 from __future__ import annotations
@@ -17,9 +22,35 @@ from contextlib import contextmanager
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+#: Names of the phases running now, outermost first (see :func:`in_phase`).
+_PHASES: list[str] = []
+#: The first interrupt this process received: {"signal": "SIGTERM", "phase": "smoke"}.
+INTERRUPTED: dict[str, str] = {}
+
+
+@contextmanager
+def in_phase(name: str) -> Iterator[None]:
+    """Mark the block as phase ``name`` (for the interrupt record)."""
+    _PHASES.append(name)
+    try:
+        yield
+    finally:
+        _PHASES.pop()
+
+
+def current_phase() -> str:
+    """The innermost phase running now, or ``"setup"`` outside any."""
+    return _PHASES[-1] if _PHASES else "setup"
+
 
 def _raise_interrupt(signum, _frame):
-    raise KeyboardInterrupt(f"received {signal.Signals(signum).name}")
+    name = signal.Signals(signum).name
+    if INTERRUPTED:
+        return  # already stopping (a Ctrl-C and the SIGTERM a runner sends after it)
+    INTERRUPTED.update(signal=name, phase=current_phase())
+    print(f"refarch: received {name} during {INTERRUPTED['phase']}: stopping, then tearing down",
+          file=sys.stderr, flush=True)
+    raise KeyboardInterrupt(f"received {name}")
 
 
 @contextmanager
@@ -50,6 +81,7 @@ def guarded(teardown: Callable[[], object], keep: Callable[[], bool]) -> Iterato
     the user asked to keep the cluster.  Teardown also runs when the block
     raises (including KeyboardInterrupt from SIGINT/SIGTERM); its own error is
     raised only when the block itself succeeded."""
+    INTERRUPTED.clear()
     try:
         with interrupts_raise():
             yield

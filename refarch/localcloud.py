@@ -225,3 +225,22 @@ def leaks(run_id: str, subnet: str | None = None) -> dict[str, list[str]]:
     if subnet and "networks" not in found:
         found.update(host_leaks(subnet))
     return found
+
+
+def leftovers(run_id: str, rundir: Path) -> dict[str, list[str]]:
+    """Everything of a finished run that is still on this host: podman
+    containers, networks and volumes by label, its bridge and nftables rules,
+    the addresses in its Terraform state and its subnet reservation (empty
+    when the run left nothing).  ``rundir`` is the run's directory."""
+    meta_file = rundir / "run.json"
+    meta = json.loads(meta_file.read_text(encoding="utf-8")) if meta_file.exists() else {}
+    found = leaks(run_id, meta.get("subnet"))
+    state = rundir / "terraform" / "terraform.tfstate"
+    if state.exists():
+        resources = json.loads(state.read_text(encoding="utf-8") or "{}").get("resources", [])
+        names = [f"{r.get('type')}.{r.get('name')}" for r in resources if r.get("instances")]
+        if names:
+            found["terraform_state"] = names
+    if (_reservations() / f"{run_id}.json").exists():
+        found["subnet_reservation"] = [meta.get("subnet", "?")]
+    return found

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import yaml
 
 from .errors import PreflightError, RefarchError
+from .paths import write_private
 
 #: Resource kinds the baseline, the leak check and the janitor cover, in the
 #: order they must be deleted (dependents first).
@@ -319,8 +319,7 @@ class ThrowawayProject:
         if region:
             entry["region_name"] = region
         clouds_yaml = rundir / "clouds.yaml"
-        clouds_yaml.write_text(yaml.safe_dump({"clouds": {cloud_name: entry}}), encoding="utf-8")
-        clouds_yaml.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        write_private(clouds_yaml, yaml.safe_dump({"clouds": {cloud_name: entry}}))
         return cls(project.id, run_id, cred.id, clouds_yaml, cloud_name)
 
     def delete(self, admin_conn, user_conn) -> list[str]:

@@ -57,3 +57,13 @@ def cache_lock(name: str) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def write_private(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` readable by its owner only (mode 0600 from
+    the first byte: credentials, Terraform inputs)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path

@@ -20,6 +20,8 @@ from __future__ import annotations
 import getpass
 import shlex
 import socket
+import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -27,11 +29,13 @@ from types import SimpleNamespace
 import pytest
 import testinfra
 import yaml
+from _pytest.reports import TestReport
 
 from .cluster import Cluster, preflight
 from .contract import Contract
 from .errors import RefarchError
-from .lifecycle import guarded
+from . import lifecycle
+from .lifecycle import guarded, in_phase
 from .paths import runs_dir
 from .profile import Profile, load_profile, parse_overrides
 from .results import Results
@@ -78,6 +82,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     config.addinivalue_line("markers", "integration: needs a deployed cluster (--profile or --run-id)")
     config.addinivalue_line("markers", "check_phase: a node or cluster check, limited by the profile's timeouts_s.check")
+    config.addinivalue_line("markers", "run_phase(name): the run phase the test belongs to (smoke, idempotence)")
     name = config.getoption("refarch_profile")
     run_id = config.getoption("refarch_run_id")
     existing = config.getoption("refarch_existing")
@@ -217,7 +222,7 @@ def run_state(request) -> RunState:
 
 
 @pytest.fixture(scope="session")
-def cluster(run_state: RunState, record_testsuite_property):
+def cluster(run_state: RunState, record_testsuite_property, request):
     """The deployed, configured cluster (a :class:`refarch.cluster.Cluster`).
 
     A new cluster is deployed and configured here and torn down after the
@@ -229,10 +234,21 @@ def cluster(run_state: RunState, record_testsuite_property):
     if state.existing is not None:
         yield SimpleNamespace(contract=state.existing, rundir=None)
         return
+    config = request.config
 
     def teardown():
-        if state.cluster is not None:
+        if state.cluster is None:
+            return
+        got = lifecycle.INTERRUPTED
+        why = f"{got['signal']} during {got['phase']}" if got else "end of the session"
+        say(config, f"refarch: tearing down run {state.run_id} ({why})")
+        try:
             state.results.teardown = state.cluster.destroy()
+        except RefarchError as exc:
+            say(config, f"refarch: teardown of run {state.run_id} FAILED: {exc}")
+            raise
+        say(config, f"refarch: teardown of run {state.run_id} done: nothing left "
+                    f"({state.cluster.phases().get('teardown', 0):.0f} s)")
 
     with guarded(teardown, keep=lambda: state.keep):
         if state.attached:
@@ -302,6 +318,49 @@ def run_as(host, user: str, command: str, timeout_s: int = 60):
 
 
 # Reporting --------------------------------------------------------------------
+def say(config, line: str) -> None:
+    """Print ``line`` to the job's log at once, even while pytest captures
+    output (fixture teardown, an interrupted session)."""
+    capman = config.pluginmanager.getplugin("capturemanager")
+    ctx = capman.global_and_fixture_disabled() if capman else nullcontext()
+    with ctx:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def phase_of(item) -> str:
+    """The run phase a test belongs to: ``check`` for node and cluster
+    checks, the ``run_phase`` marker's name otherwise (``test`` by default)."""
+    if item.get_closest_marker("check_phase"):
+        return "check"
+    marker = item.get_closest_marker("run_phase")
+    return marker.args[0] if marker else "test"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    with in_phase(phase_of(item)):
+        return (yield)
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")
+def report_interrupt(session, exitstatus):
+    """An interrupted run says so in JUnit: one error naming the signal and
+    the phase (the test that was running gets no report of its own)."""
+    got = lifecycle.INTERRUPTED
+    state = session.config.stash.get(STATE, None)
+    if not got or state is None:
+        return
+    state.results.interrupted = dict(got)
+    nodeid = "refarch::interrupted"
+    message = (f"run {state.run_id} interrupted by {got['signal']} during the {got['phase']} phase; "
+               "the cluster was torn down unless it was kept")
+    location = ("refarch", None, "interrupted")
+    for when, outcome, longrepr in (("setup", "failed", message), ("teardown", "passed", None)):
+        report = TestReport(nodeid, location, {"interrupted": 1}, outcome, longrepr, when)
+        session.config.hook.pytest_runtest_logreport(report=report)
+
+
 class _Recorder:
     """Records every test's outcome into the run's results."""
 

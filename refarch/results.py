@@ -50,6 +50,8 @@ class Results:
     errors: list[str] = field(default_factory=list)
     #: Fault cases run (tox -e faults): id -> seconds to inject, check, revert.
     faults: dict[str, float] = field(default_factory=dict)
+    #: Set when a signal stopped the run: {"signal": "SIGTERM", "phase": "smoke"}.
+    interrupted: dict | None = None
 
     def add_check(self, nodeid: str, outcome: str, duration_s: float, message: str = "") -> None:
         """Record one check (a pytest test id) with its outcome."""
@@ -81,6 +83,7 @@ class Results:
             "teardown": self.teardown,
             "errors": self.errors,
             "faults_s": self.faults,
+            "interrupted": self.interrupted,
         }
 
     def write(self, path: Path) -> Path:
@@ -91,6 +94,9 @@ class Results:
     def summary_lines(self) -> list[str]:
         """Human summary: nodes, checks, images/sec, efficiency, phases."""
         lines = [f"run {self.run_id} (profile {self.profile}, cloud {self.cloud})"]
+        if self.interrupted:
+            lines.append(f"  INTERRUPTED by {self.interrupted['signal']} during the {self.interrupted['phase']} "
+                         "phase: the results below are incomplete")
         for node in self.nodes:
             lines.append(f"  node {node['name']:<8} {node['address']}")
         c = self.counts()

@@ -24,7 +24,7 @@ from pathlib import Path
 import tftest
 
 from .errors import CommandError, PhaseTimeout, PreflightError
-from .paths import TERRAFORM_DIR
+from .paths import TERRAFORM_DIR, write_private
 
 _WRAPPER = """#!/bin/sh
 # Lets the suite signal the very terraform process that tftest starts: a
@@ -45,13 +45,14 @@ class Terraform:
         cloud: ``local`` or ``openstack``.
         log: file that receives Terraform's output.
         env: extra environment (e.g. OS_CLOUD for the OpenStack provider).
+        source: the root module to copy (default ``descriptors/terraform/<cloud>``).
     """
 
-    def __init__(self, workdir: Path, cloud: str, log: Path, env: dict | None = None):
+    def __init__(self, workdir: Path, cloud: str, log: Path, env: dict | None = None, source: Path | None = None):
         self.workdir = workdir
         self.log = log
         if not (workdir / "main.tf").exists():
-            shutil.copytree(TERRAFORM_DIR / cloud, workdir, dirs_exist_ok=True)
+            shutil.copytree(source or TERRAFORM_DIR / cloud, workdir, dirs_exist_ok=True)
             # Child modules ("../modules/...") beside the copy, as in descriptors/.
             shutil.copytree(TERRAFORM_DIR / "modules", workdir.parent / "modules", dirs_exist_ok=True)
         wrapper = workdir.parent / "bin" / "terraform"
@@ -66,7 +67,10 @@ class Terraform:
             del self.tf.env["TF_CLI_CONFIG_FILE"]
         self._initialised = (workdir / ".terraform").exists() or (workdir / "terraform.tfstate").exists()
 
-    def _call(self, what: str, limit: float, fn, *args, **kwargs):
+    def _call(self, what: str, limit: float, fn, *args, quiet: bool = False, **kwargs):
+        """Run a tftest method under a time limit with its log in the run's
+        terraform log; ``quiet`` keeps the command's output out of the log
+        (``output -json`` prints sensitive values in clear)."""
         pidfile = self.workdir.parent / "bin" / "terraform.pid"
         pidfile.unlink(missing_ok=True)
         self.tf.env["REFARCH_TF_PIDFILE"] = str(pidfile)
@@ -79,6 +83,10 @@ class Terraform:
         timer = threading.Timer(limit, on_timeout)
         timer.daemon = True
         handler = logging.FileHandler(self.log)
+        if quiet:
+            handler.addFilter(lambda _record: False)
+            with open(self.log, "a", encoding="utf-8") as fh:
+                fh.write(f"terraform {what}: output not logged (it may hold sensitive values)\n")
         logger = logging.getLogger("tftest")
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
@@ -103,10 +111,13 @@ class Terraform:
             timer.cancel()
             logger.removeHandler(handler)
             handler.close()
+            # State holds every secret of the deployment in clear.
+            for state in self.workdir.glob("terraform.tfstate*"):
+                state.chmod(0o600)
 
     def write_vars(self, tf_vars: dict) -> None:
         """Write the module's inputs (``terraform.tfvars.json``)."""
-        (self.workdir / "terraform.tfvars.json").write_text(json.dumps(tf_vars, indent=2), encoding="utf-8")
+        write_private(self.workdir / "terraform.tfvars.json", json.dumps(tf_vars, indent=2))
 
     def init(self, limit: float = 300) -> None:
         """``terraform init`` (offline: the local module needs no provider).
@@ -136,7 +147,7 @@ class Terraform:
 
     def outputs(self) -> dict:
         """``terraform output -json`` as plain values: {name: value}."""
-        raw = self._call("output", 60, self.tf.output)
+        raw = self._call("output", 60, self.tf.output, quiet=True)
         return {name: raw[name] for name in raw}
 
     def destroy(self, limit: float) -> None:

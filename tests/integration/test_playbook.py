@@ -2,7 +2,7 @@
 
 import pytest
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.run_phase("idempotence")]
 
 
 def test_playbook_idempotent(cluster):

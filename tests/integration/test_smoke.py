@@ -10,7 +10,7 @@ import pytest
 from refarch import checks
 from refarch.pytest_plugin import HOROVOD_PYTHON, run_as
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.run_phase("smoke")]
 
 
 def _train(host, profile, hostlist: str, world_size: int) -> dict:

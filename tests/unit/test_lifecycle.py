@@ -4,7 +4,8 @@ import time
 
 import pytest
 
-from refarch.lifecycle import guarded
+from refarch import lifecycle
+from refarch.lifecycle import guarded, in_phase
 
 
 def test_teardown_runs_on_success_and_failure():
@@ -56,3 +57,25 @@ def test_teardown_error_does_not_hide_the_original_error(capsys):
         with guarded(teardown, keep=lambda: False):
             raise KeyError("configure failed")
     assert "destroy failed" in capsys.readouterr().err
+
+
+def test_the_first_interrupt_is_recorded_with_its_phase_and_later_ones_ignored():
+    calls = []
+    with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+        with guarded(lambda: calls.append("down"), keep=lambda: False):
+            with in_phase("smoke"):
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    time.sleep(5)
+                finally:
+                    os.kill(os.getpid(), signal.SIGINT)  # tox's SIGINT after the runner's SIGTERM
+                    time.sleep(0.2)
+    assert lifecycle.INTERRUPTED == {"signal": "SIGTERM", "phase": "smoke"}
+    assert calls == ["down"]
+
+
+def test_a_new_lifecycle_starts_uninterrupted():
+    with guarded(lambda: None, keep=lambda: False):
+        assert lifecycle.INTERRUPTED == {}
+        with in_phase("deploy"):
+            assert lifecycle.current_phase() == "deploy"

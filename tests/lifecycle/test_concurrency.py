@@ -1,0 +1,77 @@
+"""Concurrent runs on one machine (a GitLab runner with ``concurrent > 1``, or
+an engineer with two clones): two main jobs started at the same time get
+different run ids, subnets and names and both pass; while they run, a second
+checkout's bad input costs nothing and its stale sweep leaves both alone.
+
+Each main job keeps its run directory in a folder of its own, as two
+checkouts would; ownership is decided from the machine (podman labels), so
+no checkout's files can make another's live cluster look orphaned.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from refarch import localcloud
+from refarch.paths import ROOT
+
+from .suite import assert_nothing_left, start_suite, wait_for
+
+pytestmark = pytest.mark.integration
+
+#: Two 2-node clusters at once must fit in 24 GiB with the host's own needs.
+SMALL_NODES = ["--set", "nodes.flavor.memory_mb=3072"]
+
+
+def _second_checkout(tmp_path):
+    """A copy of this checkout's tree (no runs, no virtualenvs), as a second
+    clone on the same machine."""
+    copy = tmp_path / "second-checkout"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("runs", ".tox", ".venv", ".git", "__pycache__",
+                                                             "*.egg-info"))
+    return copy
+
+
+def _in_checkout(checkout, *args, timeout_s=300):
+    """Run ``python -m <args>`` with ``checkout``'s own code and run directories."""
+    env = {**os.environ, "PYTHONPATH": str(checkout), "REFARCH_RUNS_DIR": str(checkout / "runs")}
+    return subprocess.run([sys.executable, "-m", *args], cwd=checkout, capture_output=True, text=True,
+                          timeout=timeout_s, check=False, env=env)
+
+
+def test_two_main_jobs_at_once_and_a_second_checkouts_bad_input(run_state, tmp_path):
+    jobs = [start_suite([str(ROOT / "tests/integration"), "--profile", run_state.profile_name, *SMALL_NODES],
+                        runs_dir=tmp_path / f"checkout{i}-runs") for i in (1, 2)]
+    try:
+        # Both are deploying or configuring: both have live nodes.
+        for job in jobs:
+            wait_for(lambda job=job: (job.rundir / "logs" / "ansible.log").exists(), 900,
+                     f"{job.run_id} to reach the Ansible phase", job)
+        containers = [set(localcloud.run_resources(job.run_id)["containers"]) for job in jobs]
+        assert containers[0] and containers[1] and not containers[0] & containers[1], containers
+        copy = _second_checkout(tmp_path)
+        bad = _in_checkout(copy, "pytest", "tests/integration", "--profile", "nosuch", "-p", "no:cacheprovider")
+        assert bad.returncode == 4, bad.stdout + bad.stderr
+        assert "unknown profile 'nosuch'" in bad.stderr, bad.stderr
+        sweep = _in_checkout(copy, "refarch", "sweep", "--stale")
+        assert sweep.returncode == 0, sweep.stderr
+        for job in jobs:
+            assert f"leaving {job.run_id}: owner process" in sweep.stdout, sweep.stdout
+            assert f"removing {job.run_id}" not in sweep.stdout
+        outs = [job.finish(1800) for job in jobs]
+    finally:
+        for job in jobs:
+            if job.process.poll() is None:
+                job.process.terminate()
+                job.finish(600)
+    for job, out in zip(jobs, outs, strict=True):
+        assert job.process.returncode == 0, f"{job.run_id} failed:\n{out[-4000:]}"
+        assert_nothing_left(job)
+    a, b = (json.loads((job.rundir / "run.json").read_text()) for job in jobs)
+    assert jobs[0].run_id != jobs[1].run_id
+    assert a["subnet"] != b["subnet"], (a["subnet"], b["subnet"])
+    assert all(job.results["check_counts"].get("passed", 0) > 30 for job in jobs)

@@ -1,0 +1,102 @@
+"""Teardown always runs, and an interrupted run says so: SIGTERM and SIGINT
+during terraform apply, during Ansible and during the smoke job; a deploy
+that fails half-way; SIGKILL during the smoke job followed by the next
+run's stale sweep.  After each, nothing of the run is left (containers,
+networks, volumes, bridge, nftables rules, Terraform state, subnet
+reservation), and destroying a destroyed run again is a no-op.
+
+Each test starts the suite itself as a child process on a one-node cluster
+(``tox -e teardown``); the child's run is what is interrupted.
+"""
+
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from refarch import localcloud
+from refarch.paths import ROOT
+
+from .suite import assert_nothing_left, deploying, start_suite, training, wait_for
+
+pytestmark = pytest.mark.integration
+
+ONE_NODE = ["--set", "nodes.count=1"]
+
+
+def _suite(profile_name: str, selection: str, **kwargs):
+    test_file = "test_smoke.py" if selection == "single_rank" else "test_nodes.py"
+    return start_suite([str(ROOT / "tests/integration" / test_file), "-k", selection,
+                        "--profile", profile_name, *ONE_NODE], **kwargs)
+
+
+def _assert_reported(child, out: str, sig: str, phase: str) -> None:
+    """The interruption shows in the job log, the results JSON and JUnit."""
+    assert child.process.returncode != 0
+    assert f"received {sig} during {phase}" in out, out[-3000:]
+    assert f"tearing down run {child.run_id} ({sig} during {phase})" in out, out[-3000:]
+    assert f"teardown of run {child.run_id} done: nothing left" in out, out[-3000:]
+    assert f"INTERRUPTED by {sig} during the {phase} phase" in out, out[-3000:]
+    results = child.results
+    assert results["interrupted"] == {"signal": sig, "phase": phase}
+    assert results["teardown"]["leaks"] == {} and results["teardown"]["state"] == []
+    errors = child.junit_errors()
+    assert any(sig in message and phase in message for message in errors.values()), errors
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupt_during_terraform_apply(run_state, sig):
+    child = _suite(run_state.profile_name, "sshd")
+    wait_for(lambda: deploying(child), 600, "terraform apply to make the network", child, every_s=0.2)
+    child.process.send_signal(sig)
+    out = child.finish(600)
+    _assert_reported(child, out, sig.name, "deploy")
+    assert_nothing_left(child)
+
+
+def test_sigterm_during_configure(run_state):
+    child = _suite(run_state.profile_name, "sshd")
+    log = child.rundir / "logs" / "ansible.log"
+    wait_for(lambda: log.exists() and "TASK [" in log.read_text(errors="replace"), 900, "the Ansible phase", child)
+    child.process.send_signal(signal.SIGTERM)
+    out = child.finish(600)
+    _assert_reported(child, out, "SIGTERM", "configure")
+    assert_nothing_left(child)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_interrupt_during_the_smoke_job(run_state, sig):
+    child = _suite(run_state.profile_name, "single_rank")
+    wait_for(lambda: training(child), 1500, "the smoke job's benchmark on node1", child, every_s=2)
+    child.process.send_signal(sig)
+    out = child.finish(600)
+    _assert_reported(child, out, sig.name, "smoke")
+    assert_nothing_left(child)
+    # A second destroy of the destroyed run is a no-op.
+    again = subprocess.run([sys.executable, "-m", "refarch", "destroy", child.run_id], cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr
+    assert_nothing_left(child)
+
+
+def test_sigkill_during_smoke_then_the_next_runs_stale_sweep(run_state):
+    killed = _suite(run_state.profile_name, "single_rank")
+    wait_for(lambda: training(killed), 1500, "the smoke job's benchmark on node1", killed, every_s=2)
+    killed.process.kill()
+    killed.finish(60)
+    assert killed.process.returncode == -signal.SIGKILL
+    # Nothing tore it down.
+    assert "containers" in localcloud.leftovers(killed.run_id, killed.rundir)
+    # The next run sweeps it before it creates anything (its own deploy fails
+    # on purpose: nodes that do not boot in time).
+    nxt = _suite(run_state.profile_name, "sshd", env={"REFARCH_BOOT_TIMEOUT": "0"})
+    out = nxt.finish(900)
+    assert f"removing {killed.run_id}: owner process" in out, out[-3000:]
+    assert_nothing_left(killed)
+    # The next run's failed deploy was torn down too: a tainted node whose
+    # destroy provisioner never runs is removed by the sweep by label.
+    assert nxt.process.returncode != 0
+    assert "sshd not active" in out or "terraform apply failed" in out, out[-2000:]
+    assert '"containers"' in (nxt.rundir / "run.json").read_text(), "the failed deploy's sweep found no container"
+    assert_nothing_left(nxt)
