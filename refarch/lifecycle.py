@@ -28,6 +28,15 @@ _PHASES: list[str] = []
 INTERRUPTED: dict[str, str] = {}
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+#: Prints a line to the job log at once (the pytest plugin replaces it with
+#: one that gets past pytest's output capture).
+NOTIFY: Callable[[str], object] = _to_stderr
+
+
 @contextmanager
 def in_phase(name: str) -> Iterator[None]:
     """Mark the block as phase ``name`` (for the interrupt record)."""
@@ -48,8 +57,7 @@ def _raise_interrupt(signum, _frame):
     if INTERRUPTED:
         return  # already stopping (a Ctrl-C and the SIGTERM a runner sends after it)
     INTERRUPTED.update(signal=name, phase=current_phase())
-    print(f"refarch: received {name} during {INTERRUPTED['phase']}: stopping, then tearing down",
-          file=sys.stderr, flush=True)
+    NOTIFY(f"refarch: received {name} during {INTERRUPTED['phase']}: stopping, then tearing down")
     raise KeyboardInterrupt(f"received {name}")
 
 

@@ -129,6 +129,8 @@ def pytest_configure(config):
     state.node_names = _node_names(state)
     config.stash[STATE] = state
     config.pluginmanager.register(_Recorder(state.results), "refarch-recorder")
+    config.pluginmanager.register(_InterruptReporter(state), "refarch-interrupts")
+    lifecycle.NOTIFY = lambda line: say(config, line)
     if not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
 
@@ -343,22 +345,27 @@ def pytest_runtest_protocol(item, nextitem):
         return (yield)
 
 
-@pytest.hookimpl(tryfirst=True, specname="pytest_sessionfinish")
-def report_interrupt(session, exitstatus):
-    """An interrupted run says so in JUnit: one error naming the signal and
-    the phase (the test that was running gets no report of its own)."""
-    got = lifecycle.INTERRUPTED
-    state = session.config.stash.get(STATE, None)
-    if not got or state is None:
-        return
-    state.results.interrupted = dict(got)
-    nodeid = "refarch::interrupted"
-    message = (f"run {state.run_id} interrupted by {got['signal']} during the {got['phase']} phase; "
-               "the cluster was torn down unless it was kept")
-    location = ("refarch", None, "interrupted")
-    for when, outcome, longrepr in (("setup", "failed", message), ("teardown", "passed", None)):
-        report = TestReport(nodeid, location, {"interrupted": 1}, outcome, longrepr, when)
-        session.config.hook.pytest_runtest_logreport(report=report)
+class _InterruptReporter:
+    """An interrupted run says so in JUnit and the results: one error naming
+    the signal and the phase (the test that was running gets no report of
+    its own).  Runs before junitxml writes its file."""
+
+    def __init__(self, state: RunState):
+        self.state = state
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        got = lifecycle.INTERRUPTED
+        if not got:
+            return
+        state = self.state
+        state.results.interrupted = dict(got)
+        message = (f"run {state.run_id} interrupted by {got['signal']} during the {got['phase']} phase; "
+                   "the cluster was torn down unless it was kept")
+        location = ("refarch", None, "interrupted")
+        for when, outcome, longrepr in (("setup", "failed", message), ("teardown", "passed", None)):
+            report = TestReport("refarch::interrupted", location, {"interrupted": 1}, outcome, longrepr, when)
+            session.config.hook.pytest_runtest_logreport(report=report)
 
 
 class _Recorder:

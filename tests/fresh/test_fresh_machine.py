@@ -18,9 +18,12 @@ from refarch.paths import ROOT
 pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("debootstrap"),
                                 reason="needs podman and debootstrap (ci/bootstrap.sh installs them)")
 
-#: The site's CA bundle and pip settings are part of this kind of machine
-#: (a TLS-intercepting proxy on the way to PyPI); a fresh one has them too.
-CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+#: The site's extra CA certificates and pip's setting to use the system
+#: bundle are part of this kind of machine (a TLS-intercepting proxy on the
+#: way to PyPI); a fresh one has them too.  Debian's ca-certificates, which
+#: the bootstrap pulls in, adds them to the bundle.
+EXTRA_CA_DIR = Path("/usr/local/share/ca-certificates")
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 #: After the bootstrap: one line per command of the table that is not found.
 CHECK = r"""
@@ -49,8 +52,7 @@ def test_bootstrap_on_a_fresh_machine_provides_every_host_command(tmp_path):
     tag = image.ensure_fresh_image(tmp_path / "image.log")
     copy = _checkout_copy(tmp_path)
     terraform = shutil.which("terraform")
-    ca = ["-v", f"{CA_BUNDLE}:{CA_BUNDLE}:ro", "-e", f"PIP_CERT={CA_BUNDLE}", "-e", f"SSL_CERT_FILE={CA_BUNDLE}"] \
-        if CA_BUNDLE.exists() else []
+    ca = ["-v", f"{EXTRA_CA_DIR}:{EXTRA_CA_DIR}:ro", "-e", f"PIP_CERT={CA_BUNDLE}"] if EXTRA_CA_DIR.is_dir() else []
     r = proc.run(["podman", "run", "--rm", "--runtime", "runc",
                   "--ulimit", "nofile=1024:4096", "--ulimit", "nproc=4096:8192",
                   "-v", f"{copy}:/work/checkout", "-v", f"{terraform}:/usr/local/bin/terraform:ro", *ca,
