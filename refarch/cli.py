@@ -28,9 +28,9 @@ from . import localcloud
 from .cluster import Cluster
 from .errors import RefarchError
 from .lifecycle import guarded
+from .owner import Owner
 from .paths import ROOT, runs_dir
 from .profile import parse_overrides
-from .owner import Owner
 from .run import RunDir, validate_run_id
 
 

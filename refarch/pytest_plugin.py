@@ -31,10 +31,10 @@ import testinfra
 import yaml
 from _pytest.reports import TestReport
 
+from . import lifecycle
 from .cluster import Cluster, preflight
 from .contract import Contract
 from .errors import RefarchError
-from . import lifecycle
 from .lifecycle import guarded, in_phase
 from .paths import runs_dir
 from .profile import Profile, load_profile, parse_overrides

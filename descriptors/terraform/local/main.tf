@@ -14,8 +14,8 @@ locals {
   network_name = "${var.run_id}-net"
   # One "key=value" per line for the script's --label options.
   labels = join("\n", [for k, v in var.labels : "${k}=${v}"])
-  script       = abspath("${path.module}/scripts/podman-node.sh")
-  nodes        = module.layout.nodes
+  script = abspath("${path.module}/scripts/podman-node.sh")
+  nodes  = module.layout.nodes
 }
 
 resource "terraform_data" "network" {
