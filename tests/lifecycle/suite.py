@@ -55,9 +55,10 @@ class Child:
 
 
 def start_suite(args: list[str], *, env: dict | None = None, runs_dir: Path | None = None,
-                cwd: Path = ROOT) -> Child:
-    """Start ``pytest <args>`` as a child (its own run) and return once it
-    printed its run id.
+                cwd: Path = ROOT, command: list[str] | None = None, new_session: bool = False) -> Child:
+    """Start ``pytest <args>`` (or ``command``) as a child (its own run) and
+    return once it printed its run id.  With ``new_session`` the child leads
+    a process group of its own, as a CI job does.
 
     Raises:
         pytest.fail: the child printed no run id.
@@ -65,9 +66,9 @@ def start_suite(args: list[str], *, env: dict | None = None, runs_dir: Path | No
     child_env = {**os.environ, **(env or {})}
     if runs_dir is not None:
         child_env["REFARCH_RUNS_DIR"] = str(runs_dir)
-    cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
+    cmd = command or [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider"]
     process = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=child_env)
+                               env=child_env, start_new_session=new_session)
     head = []
     for line in process.stdout:
         head.append(line)
@@ -99,6 +100,12 @@ def deploying(child: Child) -> bool:
     """True once terraform apply has made the run's network (its nodes follow)."""
     meta = child.rundir / "run.json"
     return meta.exists() and "subnet" in meta.read_text() and bool(localcloud.run_resources(child.run_id)["networks"])
+
+
+def configuring(child: Child) -> bool:
+    """True once Ansible runs its first task."""
+    log = child.rundir / "logs" / "ansible.log"
+    return log.exists() and "TASK [" in log.read_text(errors="replace")
 
 
 def training(child: Child, node: str = "node1") -> bool:

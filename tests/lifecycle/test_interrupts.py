@@ -9,6 +9,7 @@ Each test starts the suite itself as a child process on a one-node cluster
 (``tox -e teardown``); the child's run is what is interrupted.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import pytest
 from refarch import localcloud
 from refarch.paths import ROOT
 
-from .suite import assert_nothing_left, deploying, start_suite, training, wait_for
+from .suite import assert_nothing_left, configuring, deploying, start_suite, training, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -45,34 +46,48 @@ def _assert_reported(child, out: str, sig: str, phase: str) -> None:
     assert any(sig in message and phase in message for message in errors.values()), errors
 
 
+def _interrupt(child, ready, what: str, sig: signal.Signals, phase: str, timeout_s: float, every_s: float) -> str:
+    """Wait until ``ready(child)``, send ``sig`` to the child, and check the
+    run reported the interruption and left nothing; returns its output."""
+    wait_for(lambda: ready(child), timeout_s, what, child, every_s=every_s)
+    child.process.send_signal(sig)
+    out = child.finish(600)
+    _assert_reported(child, out, sig.name, phase)
+    assert_nothing_left(child)
+    return out
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_interrupt_during_terraform_apply(run_state, sig):
     child = _suite(run_state.profile_name, "sshd")
-    wait_for(lambda: deploying(child), 600, "terraform apply to make the network", child, every_s=0.2)
-    child.process.send_signal(sig)
-    out = child.finish(600)
-    _assert_reported(child, out, sig.name, "deploy")
-    assert_nothing_left(child)
+    _interrupt(child, deploying, "terraform apply to make the network", sig, "deploy", 600, 0.2)
 
 
 def test_sigterm_during_configure(run_state):
     child = _suite(run_state.profile_name, "sshd")
-    log = child.rundir / "logs" / "ansible.log"
-    wait_for(lambda: log.exists() and "TASK [" in log.read_text(errors="replace"), 900, "the Ansible phase", child)
-    child.process.send_signal(signal.SIGTERM)
-    out = child.finish(600)
-    _assert_reported(child, out, "SIGTERM", "configure")
-    assert_nothing_left(child)
+    _interrupt(child, configuring, "the Ansible phase", signal.SIGTERM, "configure", 900, 0.5)
+
+
+def test_sigterm_to_the_whole_main_job_reaches_the_log(run_state):
+    """A CI runner cancelling a job sends SIGTERM to every process of it
+    (ci/main-job.sh, tox, pytest): tox must wait for the teardown and relay
+    its lines instead of dying at once."""
+    job = start_suite([], command=[str(ROOT / "ci" / "main-job.sh"), str(ROOT / "tests/integration/test_nodes.py"),
+                                   "-k", "sshd", "--set", "nodes.count=1"], new_session=True)
+    wait_for(lambda: configuring(job), 900, "the Ansible phase", job)
+    os.killpg(job.process.pid, signal.SIGTERM)
+    out = job.finish(600)
+    assert job.process.returncode != 0
+    assert f"teardown of run {job.run_id} done: nothing left" in out, out[-3000:]
+    assert "INTERRUPTED by SIG" in out and "during the configure phase" in out, out[-3000:]
+    assert job.results["interrupted"]["phase"] == "configure"
+    assert_nothing_left(job)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_interrupt_during_the_smoke_job(run_state, sig):
     child = _suite(run_state.profile_name, "single_rank")
-    wait_for(lambda: training(child), 1500, "the smoke job's benchmark on node1", child, every_s=2)
-    child.process.send_signal(sig)
-    out = child.finish(600)
-    _assert_reported(child, out, sig.name, "smoke")
-    assert_nothing_left(child)
+    _interrupt(child, training, "the smoke job's benchmark on node1", sig, "smoke", 1500, 2)
     # A second destroy of the destroyed run is a no-op.
     again = subprocess.run([sys.executable, "-m", "refarch", "destroy", child.run_id], cwd=ROOT,
                            capture_output=True, text=True, timeout=300, check=False)
