@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from refarch import hostcmds
 from refarch.faults import FAULTS, FaultContext
 from refarch.paths import ROOT
 
@@ -43,6 +44,7 @@ def run_checks(run_id: str, selection: str, junit: Path) -> dict[str, tuple[str,
 
 @pytest.fixture(scope="module")
 def fault_context(cluster, profile):
+    hostcmds.preflight(["faults"])  # nsenter, nft: one line naming what is missing
     wheelhouse = f"{cluster.contract.shared_storage['mount_point']}/wheelhouse-{cluster.wheelhouse.name}"
     return FaultContext(cluster.run_id, cluster.contract, profile.training_user.name, wheelhouse)
 

@@ -11,6 +11,7 @@ no checkout's files can make another's live cluster look orphaned.
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 
@@ -79,3 +80,10 @@ def test_two_main_jobs_at_once_and_a_second_checkouts_bad_input(run_state, tmp_p
     assert jobs[0].run_id != jobs[1].run_id
     assert a["subnet"] != b["subnet"], (a["subnet"], b["subnet"])
     assert all(job.results["check_counts"].get("passed", 0) > 30 for job in jobs)
+    for job in jobs:  # what holds keys and state is the owner's alone
+        modes = {str(p.relative_to(job.rundir)): oct(stat.S_IMODE(p.stat().st_mode))
+                 for p in (job.rundir, job.rundir / "ssh" / "id_ed25519", job.rundir / "ssh" / "cluster" / "id_ed25519",
+                           job.rundir / "terraform" / "terraform.tfvars.json",
+                           job.rundir / "terraform" / "terraform.tfstate")}
+        assert modes == {".": "0o700", "ssh/id_ed25519": "0o600", "ssh/cluster/id_ed25519": "0o600",
+                         "terraform/terraform.tfvars.json": "0o600", "terraform/terraform.tfstate": "0o600"}, modes
