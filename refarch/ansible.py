@@ -166,3 +166,43 @@ def run_playbook(
         detail = " | ".join(f[:300] for f in failed) or (done.stdout.strip().splitlines() or ["no output"])[-1]
         raise CommandError(f"ansible-playbook failed on {hosts} (log: {log}): {detail}")
     return result
+
+
+def run_module(inventory: Path, host: str, module: str, args: str, *, become_user: str | None = None,
+               log: Path | None = None, timeout: float = 120) -> PlaybookResult:
+    """Run one Ansible module on ``host`` (``ansible HOST -m MODULE -a ARGS``),
+    as ``become_user`` when given; returns the outcome (``rc``, output) and
+    never raises for a failed module.
+
+    Raises:
+        PhaseTimeout: it ran past ``timeout`` seconds.
+    """
+    cmd = [str(Path(playbook_command()).with_name("ansible")), host, "-i", str(inventory), "-m", module, "-a", args]
+    if become_user:
+        cmd += ["--become", "--become-user", become_user]
+    env = {"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+    done = proc.run(cmd, timeout=timeout, log=log, env=env, check=False, cwd=ANSIBLE_DIR)
+    return PlaybookResult(done.returncode, {}, (done.stdout or "") + (done.stderr or ""))
+
+
+def failure_message(output: str) -> str:
+    """The ``msg`` of the first failure in Ansible's output, on one line (the
+    JSON form and the YAML callback's block form both), or its last line."""
+    m = re.search(r'"msg": "((?:[^"\\]|\\.)*)"', output)
+    if m:
+        return m.group(1).replace("\\n", " ").replace('\\"', '"')[:400]
+    lines = output.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"^(\s*)msg: (.*)$", line)
+        if not m:
+            continue
+        indent, value = len(m.group(1)), m.group(2).strip()
+        if value not in ("|", "|-", ">", ">-"):
+            return value[:400]
+        block = []
+        for nxt in lines[i + 1:]:
+            if nxt.strip() and len(nxt) - len(nxt.lstrip()) <= indent:
+                break
+            block.append(nxt.strip())
+        return " ".join(b for b in block if b)[:400]
+    return (output.strip().splitlines() or ["no output"])[-1][:400]

@@ -173,3 +173,44 @@ def listening_sockets(ss_output: str) -> set[str]:
             continue
         found.add(f"{proto}/{port}")
     return found
+
+
+#: The module that loads Horovod's compiled extension for each framework
+#: ``horovodrun --check-build`` names: importing it fails when the extension
+#: was not built (``import horovod.torch`` itself only prints a warning).
+HOROVOD_EXTENSIONS = {"TensorFlow": "horovod.tensorflow.mpi_ops", "PyTorch": "horovod.torch.mpi_lib_v2",
+                      "MXNet": "horovod.mxnet.mpi_lib"}
+
+
+def missing_nodes(expected_count: int, answering: list[str], prefix: str = "node") -> list[str]:
+    """Names of the nodes a cluster of ``expected_count`` should have
+    (``node1`` .. ``nodeN``, as the node-layout module names them) that are
+    not among ``answering``."""
+    return [f"{prefix}{i}" for i in range(1, expected_count + 1) if f"{prefix}{i}" not in answering]
+
+
+#: Lines that name the cause of a failure, most specific first (the rest of
+#: a tool's output is usually consequences: "ORTE was unable to ...",
+#: "Horovod detected that one or more processes exited ...").
+ROOT_CAUSE_PATTERNS = (
+    r"command not found",
+    r"Unable to find address for",
+    r"Host key verification failed",
+    r"Connection refused",
+    r"No route to host",
+    r"Connection timed out",
+    r"Permission denied",
+    r"ModuleNotFoundError|ImportError|undefined symbol",
+    r"No such file or directory",
+)
+
+
+def root_cause(output: str) -> str:
+    """The first line of ``output`` that matches :data:`ROOT_CAUSE_PATTERNS`
+    (in their order of precedence), stripped; ``""`` when none matches."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    for pattern in ROOT_CAUSE_PATTERNS:
+        for line in lines:
+            if re.search(pattern, line):
+                return line[:300]
+    return ""

@@ -11,12 +11,14 @@ the next fault starts from a healthy cluster.  F1-F6 are the faults of
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import proc
 from .contract import Contract
+from .run import RunDir
 
 
 @dataclass
@@ -51,7 +53,8 @@ class Fault:
     ``checks`` selects the checks to run (pytest -k); ``must_fail`` lists
     test-id fragments that must fail; ``message`` is a regex (``{n0}``,
     ``{n1}`` stand for the first and second node name, ``{user}`` for the
-    training user) that the failure messages must match.
+    training user) that the failure messages must match; ``must_skip`` lists
+    test-id fragments that must be reported as not run (skipped).
     """
 
     id: str
@@ -63,6 +66,7 @@ class Fault:
     message: str
     source: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
+    must_skip: tuple[str, ...] = ()
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
@@ -80,6 +84,24 @@ _FIREWALL = ("add table inet refarch_fault; "
              "add chain inet refarch_fault input {{ type filter hook input priority 0; policy accept; }}; "
              "add rule inet refarch_fault input ct state established,related accept; "
              "add rule inet refarch_fault input ip saddr {cidr} tcp dport != 22 drop")
+
+
+def _expect(**overrides):
+    """Inject: the profile the run's checks read (``run.json`` overrides)
+    expects more than the cluster has; the previous overrides are kept for
+    the revert."""
+    def inject(ctx: FaultContext) -> None:
+        rd = RunDir.open(ctx.run_id)
+        before = rd.read_meta().get("overrides", {})
+        rd.update_meta(overrides={**before, **overrides}, overrides_before_fault=before)
+    return inject
+
+
+def _expect_revert(ctx: FaultContext) -> None:
+    rd = RunDir.open(ctx.run_id)
+    meta = rd.read_meta()
+    meta["overrides"] = meta.pop("overrides_before_fault", meta.get("overrides", {}))
+    rd.meta_file.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
 
 
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
@@ -140,6 +162,39 @@ FAULTS: tuple[Fault, ...] = (
           revert=lambda c: c.sh(c.node(1), "rm -f /etc/ssh/sshd_config.d/00-fault.conf && systemctl reload ssh"),
           checks="test_sshd_effective_settings", must_fail=("test_sshd_effective_settings[{n1}]",),
           message=r"{n1}: sshd -T: passwordauthentication is 'yes', expected 'no'", source="FAULTS.md F6"),
+    Fault("F7", "the cluster has fewer nodes than the profile expects",
+          inject=_expect(**{"nodes.count": 3}), revert=_expect_revert,
+          checks="test_node_count", must_fail=("test_node_count",),
+          message=r"profile local expects 3 nodes, 2 answer \({n0}, {n1}\): missing node3",
+          source="issue 13 F7"),
+    Fault("F9", "Ansible cannot become the training user on one node (no setfacl: package acl missing)",
+          inject=lambda c: c.sh(c.node(1), "mv /usr/bin/setfacl /root/setfacl.refarch-fault"),
+          revert=lambda c: c.sh(c.node(1), "mv /root/setfacl.refarch-fault /usr/bin/setfacl"),
+          checks="test_file_module_as_training_user", must_fail=("test_file_module_as_training_user[{n1}]",),
+          message=r"{n1}: an Ansible file module cannot run as {user} \(become_user\): .*"
+                  r"Failed to set permissions on the temporary files",
+          source="issue 13 F9"),
+    Fault("F11", "the profile expects Horovod with PyTorch; the build has TensorFlow only",
+          inject=_expect(**{"expect.horovod_build.frameworks": ["TensorFlow", "PyTorch"]}), revert=_expect_revert,
+          checks="test_horovod_build", must_fail=("test_horovod_build[{n0}]", "test_horovod_build[{n1}]"),
+          message=r"{n0}: .*horovod\.torch\.mpi_lib_v2 \(PyTorch\) does not import: "
+                  r"ModuleNotFoundError: No module named 'horovod\.torch\.mpi_lib_v2'",
+          source="issue 13 F11"),
+    Fault("F12", "one node unreachable over SSH (sshd moved to port 2222)",
+          inject=lambda c: c.sh(c.node(1), "echo 'Port 2222' > /etc/ssh/sshd_config.d/00-fault-port.conf"
+                                " && systemctl restart ssh"),
+          revert=lambda c: c.sh(c.node(1), "rm -f /etc/ssh/sshd_config.d/00-fault-port.conf && systemctl restart ssh"),
+          checks="test_node_reachable or test_sshd_effective_settings or test_hostnames_unique",
+          must_fail=("test_node_reachable[{n1}]",),
+          must_skip=("test_sshd_effective_settings[{n1}]", "test_hostnames_unique"),
+          message=r"{n1} \(\S+:22\): connection refused", source="issue 13 F12"),
+    Fault("F13", "orted is not on the non-interactive PATH of one node",
+          inject=lambda c: c.sh(c.node(1), "mv /usr/bin/orted /root/orted.refarch-fault"),
+          revert=lambda c: c.sh(c.node(1), "mv /root/orted.refarch-fault /usr/bin/orted"),
+          checks="test_mpirun_across_all_nodes", must_fail=("test_mpirun_across_all_nodes",),
+          message=r"mpirun from {n0} failed \(exit \d+\): .*orted: command not found; "
+                  r"orted is not on the non-interactive PATH of {n1} \(full output: ",
+          source="issue 13 F13"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

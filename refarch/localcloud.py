@@ -13,6 +13,7 @@ import fcntl
 import ipaddress
 import json
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -111,12 +112,24 @@ def pick_subnet(pool: str, prefix: int, used: list[ipaddress.IPv4Network]) -> st
     raise RefarchError(f"no free /{prefix} left in subnet pool {pool}")
 
 
+def _is_of_run(name: str, labels: dict | None, run_id: str) -> bool:
+    """A resource belongs to ``run_id`` by its label, or by its name, as the
+    OpenStack janitor matches names: every name a run gives is
+    ``<run id>-<word>`` (``-node1``, ``-net``) with no further hyphen, so the
+    run ``hvd-a-b`` never claims ``hvd-a-b-c-node1`` of run ``hvd-a-b-c``.
+    A resource whose label was lost still counts."""
+    if (labels or {}).get(LABEL) == run_id:
+        return True
+    return re.fullmatch(re.escape(run_id) + r"-[a-z0-9_.]+", name) is not None
+
+
 def run_resources(run_id: str) -> dict[str, list[str]]:
-    """Names of the containers, networks and volumes labelled with ``run_id``."""
-    flt = f"label={LABEL}={run_id}"
-    containers = [c["Names"][0] for c in _podman_json("ps", "-a", "--filter", flt)]
-    networks = [n["name"] for n in _podman_json("network", "ls", "--filter", flt)]
-    volumes = [v["Name"] for v in _podman_json("volume", "ls", "--filter", flt)]
+    """Names of the containers, networks and volumes of ``run_id``: labelled
+    with it, or named with its prefix."""
+    containers = [c["Names"][0] for c in _podman_json("ps", "-a")
+                  if _is_of_run(c["Names"][0], c.get("Labels"), run_id)]
+    networks = [n["name"] for n in _podman_json("network", "ls") if _is_of_run(n["name"], n.get("labels"), run_id)]
+    volumes = [v["Name"] for v in _podman_json("volume", "ls") if _is_of_run(v["Name"], v.get("Labels"), run_id)]
     return {"containers": containers, "networks": networks, "volumes": volumes}
 
 

@@ -18,6 +18,7 @@ over the cluster's node names (test ids ``test_x[node1]``).  Without
 from __future__ import annotations
 
 import getpass
+import re
 import shlex
 import socket
 import sys
@@ -31,7 +32,7 @@ import testinfra
 import yaml
 from _pytest.reports import TestReport
 
-from . import lifecycle
+from . import checks, lifecycle, proc
 from .cluster import Cluster, preflight
 from .contract import Contract
 from .errors import RefarchError
@@ -61,6 +62,8 @@ class RunState:
     node_names: list[str] = field(default_factory=list)
     #: Contract of existing hosts (--existing-hosts): nothing is deployed.
     existing: Contract | None = None
+    #: Node name -> why it cannot be reached over SSH (None: reachable).
+    reachability: dict = field(default_factory=dict)
 
 
 def pytest_addoption(parser):
@@ -300,12 +303,51 @@ def hosts(cluster, run_state: RunState) -> dict:
     return run_state.hosts
 
 
+def probe_ssh(cluster, run_state: RunState, name: str) -> str | None:
+    """Why ``name`` cannot be reached over SSH, or None when it can.
+
+    Opens a fresh connection (no shared ControlMaster connection: one opened
+    before a fault would still reach a node whose sshd has gone) within
+    10 s; the answer is cached for the session.  Returns e.g.
+    ``"node2 (10.213.0.11:22): connection refused"``.
+    """
+    cache = run_state.reachability
+    if name in cache:
+        return cache[name]
+    why = None
+    if run_state.existing is None:
+        node = cluster.contract.node(name)
+        config = cluster.rundir.ssh_dir / "config"
+        r = proc.run(["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                      "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", name, "true"], timeout=30, check=False)
+        if r.returncode != 0:
+            text = (r.stderr or r.stdout or "").strip()
+            reason = checks.root_cause(text) or f"ssh exit {r.returncode}"
+            short = re.sub(r"^ssh: connect to host \S+ port \d+: ", "", reason).lower()
+            why = f"{name} ({node.address}:22): {short}"
+    cache[name] = why
+    return why
+
+
 @pytest.fixture
-def node(hosts, node_name):
-    """The testinfra host of the parametrized node."""
+def node(hosts, node_name, cluster, run_state):
+    """The testinfra host of the parametrized node; the check is reported
+    as not run (skipped) when the node cannot be reached."""
     if node_name not in hosts:
         pytest.fail(f"node {node_name} is not in the cluster contract ({sorted(hosts)})")
+    why = probe_ssh(cluster, run_state, node_name)
+    if why:
+        pytest.skip(f"not run: {why} (see test_node_reachable)")
     return hosts[node_name]
+
+
+@pytest.fixture
+def reachable_hosts(hosts, cluster, run_state):
+    """Cluster checks need every node: reported as not run while one is unreachable."""
+    down = [w for w in (probe_ssh(cluster, run_state, n) for n in hosts) if w]
+    if down:
+        pytest.skip("not run: " + "; ".join(down) + " (see test_node_reachable)")
+    return hosts
 
 
 #: The Python of the virtualenv that holds Horovod (beside horovodrun), for

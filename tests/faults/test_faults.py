@@ -67,8 +67,12 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results):
         assert any(want in name for name in failed), (
             f"{fault.id} ({fault.title}): {want} did not fail; outcomes: "
             f"{ {n: o for n, (o, _) in outcomes.items()} }")
+    for fragment in fault.must_skip:
+        want = fragment.format(n0=fault_context.node(0), n1=fault_context.node(1))
+        skipped = [n for n, (o, _) in outcomes.items() if want in n and o == "skipped"]
+        assert skipped, f"{fault.id}: {want} was not reported as not run; outcomes: {outcomes}"
     pattern = fault.expected_message(fault_context)
-    assert any(re.search(pattern, msg) for msg in failed.values()), (
+    assert any(re.search(pattern, msg, re.M) for msg in failed.values()), (
         f"{fault.id}: no failure message matches {pattern!r}: {[m.splitlines()[0] for m in failed.values()]}")
     still = [n for n, (o, _) in after.items() if o == "failed"]
     assert not still, f"{fault.id}: after reverting, {still} still fail (the cluster is not healthy)"

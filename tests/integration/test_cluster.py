@@ -3,36 +3,61 @@
 import pytest
 
 from refarch import checks
-from refarch.pytest_plugin import HOROVOD_PYTHON, run_as
+from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 
 
-def test_training_user_uid_consistent(hosts, profile):
+def test_node_count(hosts, profile, cluster, run_state):
+    """As many nodes answer as the profile expects (a node that never came
+    up leaves a smaller cluster that every other check would accept)."""
+    want = profile.nodes.count
+    answering = [n for n in hosts if not probe_ssh(cluster, run_state, n)]
+    missing = checks.missing_nodes(want, answering)
+    assert len(answering) == want and not missing, (
+        f"profile {profile.name} expects {want} nodes, {len(answering)} answer ({', '.join(answering) or 'none'}): "
+        f"missing {', '.join(missing) or '?'} (not in the cluster contract or not answering)")
+
+
+def test_training_user_uid_consistent(reachable_hosts, profile):
     """The training user has one uid on every node (shared storage and MPI
     rely on it)."""
     name = profile.training_user.name
-    uids = {n: str(h.user(name).uid if h.user(name).exists else "missing") for n, h in hosts.items()}
+    uids = {n: str(h.user(name).uid if h.user(name).exists else "missing") for n, h in reachable_hosts.items()}
     assert not checks.inconsistent(uids), f"uid of {name} differs between nodes: {uids}"
 
 
-def test_hostnames_unique(hosts):
+def test_hostnames_unique(reachable_hosts):
     """Every node has its own hostname (MPI and NCCL treat equal names as
     one machine)."""
-    names = {n: h.check_output("hostname") for n, h in hosts.items()}
+    names = {n: h.check_output("hostname") for n, h in reachable_hosts.items()}
     dup = checks.duplicated(names)
     assert not dup, "duplicate hostnames: " + "; ".join(f"{v!r} on {', '.join(ns)}" for v, ns in dup.items())
 
 
-def test_mpirun_across_all_nodes(hosts, cluster, profile):
+def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
     """`mpirun` over the cluster hostfile, one rank per node, prints each
     node's hostname exactly once (and does so within a time limit)."""
     first = cluster.contract.node_names[0]
-    n = len(hosts)
-    r = run_as(hosts[first], profile.training_user.name,
+    n = len(reachable_hosts)
+    r = run_as(reachable_hosts[first], profile.training_user.name,
                f"mpirun --hostfile /etc/openmpi/cluster-hostfile -np {n} hostname", timeout_s=120)
     assert r.rc != 124, f"mpirun from {first} across {n} nodes timed out after 120 s"
-    assert r.rc == 0, f"mpirun from {first} failed (exit {r.rc}): {(r.stderr or r.stdout).strip()[-400:]}"
+    if r.rc != 0:
+        log = cluster.rundir.logs / "mpirun-check.log" if getattr(cluster, "rundir", None) else None
+        if log:
+            log.write_text(f"exit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
+        output = f"{r.stdout}\n{r.stderr}"
+        cause = checks.root_cause(output) or (output.strip().splitlines() or [""])[-1][-300:]
+        where = ""
+        if "command not found" in cause:
+            # mpirun starts orted over a non-interactive SSH shell on each node.
+            lacking = [peer for peer in cluster.contract.node_names
+                       if run_as(reachable_hosts[first], profile.training_user.name,
+                                 f"ssh -o BatchMode=yes {peer} 'command -v orted'", timeout_s=30).rc != 0]
+            where = f"; orted is not on the non-interactive PATH of {', '.join(lacking)}" if lacking else ""
+        pytest.fail(f"mpirun from {first} failed (exit {r.rc}): {cause}{where}"
+                    + (f" (full output: {log})" if log else ""))
     seen = sorted(r.stdout.split())
     assert seen == sorted(cluster.contract.node_names), (
         f"mpirun from {first}: expected each of {sorted(cluster.contract.node_names)} once, got {seen}")
@@ -46,7 +71,7 @@ VERSION_PROBE = (
 )
 
 
-def test_versions_consistent(hosts, profile, results):
+def test_versions_consistent(reachable_hosts, profile, results):
     """Python, TensorFlow, Horovod and OpenMPI versions are the same on every
     node (a node with another TensorFlow breaks Horovod's ops there)."""
     import json
@@ -56,7 +81,7 @@ def test_versions_consistent(hosts, profile, results):
 
     pins = load_versions()
     per_node = {}
-    for name, host in hosts.items():
+    for name, host in reachable_hosts.items():
         r = run_as(host, profile.training_user.name,
                    f"{HOROVOD_PYTHON} -c {shlex.quote(VERSION_PROBE)} "
                    f"{pins['tensorflow_package']} horovod", timeout_s=60)

@@ -5,10 +5,17 @@ Every expectation comes from the profile; every failure names the node.
 
 import pytest
 
-from refarch import checks
-from refarch.pytest_plugin import run_as
+from refarch import ansible, checks
+from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
+
+
+def test_node_reachable(node_name, cluster, run_state):
+    """The node answers SSH on a fresh connection (an unreachable node is
+    one failure here; its other checks are reported as not run)."""
+    why = probe_ssh(cluster, run_state, node_name)
+    assert not why, why
 
 
 def test_sshd_effective_settings(node, node_name, profile):
@@ -168,4 +175,29 @@ def test_horovod_build(node, node_name, profile):
     built = checks.parse_check_build(r.stdout)
     want = profile.expect.horovod_build
     missing = checks.missing_build_features(built, want.frameworks, want.controllers)
-    assert not missing, f"{node_name}: Horovod lacks {', '.join(missing)} (built: {built})"
+    problems = [f"Horovod lacks {', '.join(missing)} (built: {built})"] if missing else []
+    # check-build can claim a framework whose extension was not built: import each one.
+    for framework in want.frameworks:
+        module = checks.HOROVOD_EXTENSIONS.get(framework, f"horovod.{framework.lower()}")
+        r = run_as(node, profile.training_user.name, f"{HOROVOD_PYTHON} -c 'import {module}'", timeout_s=120)
+        if r.rc != 0:
+            out = f"{r.stdout}\n{r.stderr}"
+            why = checks.root_cause(out) or (out.strip().splitlines() or [f"exit {r.rc}"])[-1]
+            problems.append(f"{module} ({framework}) does not import: {why[-200:]}")
+    assert not problems, f"{node_name}: " + "; ".join(problems)
+
+
+def test_file_module_as_training_user(node_name, profile, cluster):
+    """Ansible can run a file module as the training user (become_user to an
+    unprivileged user needs setfacl, package acl, on the node)."""
+    if getattr(cluster, "rundir", None) is None:
+        pytest.skip("--existing-hosts: no inventory of this run to drive Ansible with")
+    user = profile.training_user.name
+    dest = f"/tmp/.refarch-become-{node_name}"
+    r = ansible.run_module(cluster.inventory_path(), node_name, "ansible.builtin.copy",
+                           f"content=ok dest={dest} mode=0600", become_user=user,
+                           log=cluster.rundir.logs / "checks-ansible.log")
+    ansible.run_module(cluster.inventory_path(), node_name, "ansible.builtin.file", f"path={dest} state=absent",
+                       become_user=user, log=cluster.rundir.logs / "checks-ansible.log")
+    assert r.rc == 0, (f"{node_name}: an Ansible file module cannot run as {user} (become_user): "
+                       f"{ansible.failure_message(r.output)} (log: {cluster.rundir.logs / 'checks-ansible.log'})")

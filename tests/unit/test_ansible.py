@@ -1,5 +1,6 @@
 from pathlib import Path
 
+from refarch import ansible
 from refarch.ansible import PlaybookResult, _failures, parse_recap
 
 DATA = Path(__file__).parent / "data"
@@ -38,3 +39,16 @@ def test_last_recap_wins():
     text = ("PLAY RECAP ***\nnode1 : ok=1 changed=1 unreachable=0 failed=0\n\n"
             "PLAY RECAP ***\nnode1 : ok=1 changed=0 unreachable=0 failed=0\n")
     assert parse_recap(text) == {"node1": {"ok": 1, "changed": 0, "unreachable": 0, "failed": 0}}
+
+
+def test_failure_message_of_a_recorded_become_failure():
+    # Recorded: `ansible node2 -b --become-user hvd -m copy` with setfacl gone (fault F9).
+    out = (Path(__file__).parent / "data" / "ansible-become-no-setfacl.txt").read_text()
+    msg = ansible.failure_message(out)
+    assert msg.startswith("Task failed: Failed to set permissions on the temporary files Ansible needs to create")
+    assert "\n" not in msg
+
+
+def test_failure_message_json_form():
+    out = 'node1 | FAILED! => {"changed": false, "msg": "No package matching \\"x\\" is available"}'
+    assert ansible.failure_message(out) == 'No package matching "x" is available'

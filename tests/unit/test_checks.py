@@ -104,3 +104,25 @@ def test_listening_sockets_recorded():
     assert checks.listening_sockets(ss2) == {"tcp/22"}
     extra = "tcp LISTEN 0 5 0.0.0.0:8099 0.0.0.0:*\ntcp LISTEN 0 5 [fe80::1%eth0]:7000 [::]:*\n"
     assert checks.listening_sockets(extra) == {"tcp/8099", "tcp/7000"}
+
+
+def test_missing_nodes_names_the_nodes_that_never_came_up():
+    assert checks.missing_nodes(3, ["node1", "node2"]) == ["node3"]
+    assert checks.missing_nodes(2, ["node2"]) == ["node1"]
+    assert checks.missing_nodes(2, ["node1", "node2"]) == []
+
+
+def test_every_expected_framework_has_a_horovod_extension_to_import():
+    assert checks.HOROVOD_EXTENSIONS["PyTorch"] == "horovod.torch.mpi_lib_v2"
+    assert checks.HOROVOD_EXTENSIONS["TensorFlow"] == "horovod.tensorflow.mpi_ops"
+
+
+def test_root_cause_prefers_the_cause_over_its_consequences():
+    out = ("bash: line 1: orted: command not found\n"
+           "--------------------------------------------------------------------------\n"
+           "ORTE was unable to reliably start one or more daemons.\n"
+           "This usually is caused by: ... Connection refused ...\n")
+    assert checks.root_cause(out) == "bash: line 1: orted: command not found"
+    gloo = "RuntimeError: Gloo: Unable to find address for: eth0\nHorovod detected that one or more processes exited"
+    assert checks.root_cause(gloo).endswith("Unable to find address for: eth0")
+    assert checks.root_cause("all fine\n") == ""
