@@ -64,8 +64,17 @@ class Network(_Strict):
 
 
 class TrainingUser(_Strict):
+    """The unprivileged user that trains (the architecture never trains as root)."""
+
     name: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,30}$")
     uid: int = Field(ge=1000, le=60000)
+
+    @field_validator("name")
+    @classmethod
+    def _not_root(cls, value: str) -> str:
+        if value == "root":
+            raise ValueError("the training user must not be root (the architecture trains as an unprivileged user)")
+        return value
 
 
 class SharedStorage(_Strict):

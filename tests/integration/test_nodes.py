@@ -54,9 +54,36 @@ def test_ssh_to_every_peer(node, node_name, profile, cluster):
     assert not failures, "SSH between nodes failed: " + "; ".join(failures)
 
 
+#: Opens N BatchMode logins at once to a peer; prints one line per failed one.
+BURST = ("for i in $(seq {n}); do (ssh -o BatchMode=yes -o ControlMaster=no -o ControlPath=none"
+         " -o ConnectTimeout=10 {peer} true >/dev/null 2>/tmp/.refarch-burst-$i || sed -n 1p /tmp/.refarch-burst-$i)"
+         " & done; wait; rm -f /tmp/.refarch-burst-*")
+
+
+def test_ssh_burst_to_every_peer(node, node_name, profile, cluster, hosts):
+    """Launchers (mpirun, horovodrun) open many SSH logins to a node at once:
+    (ranks per node + 2) concurrent BatchMode logins to every peer all
+    succeed (a low sshd MaxStartups drops some at random)."""
+    n = max(profile.expect.gpus_per_node, 1) + 2
+    failures = []
+    for peer in cluster.contract.node_names:
+        if peer == node_name:
+            continue
+        r = run_as(node, profile.training_user.name, BURST.format(n=n, peer=peer), timeout_s=60)
+        dropped = [line for line in r.stdout.splitlines() if line.strip()]
+        if dropped:
+            with hosts[peer].sudo():
+                setting = checks.parse_sshd_t(hosts[peer].check_output("/usr/sbin/sshd -T")).get("maxstartups", "?")
+            setting = " ".join(setting) if isinstance(setting, list) else setting
+            failures.append(f"{node_name} -> {peer}: {len(dropped)} of {n} concurrent logins dropped "
+                            f"({dropped[0].strip()[:120]}); {peer}'s effective MaxStartups is {setting} (sshd -T)")
+    assert not failures, "; ".join(failures)
+
+
 def test_shared_storage_mounted(node, node_name, profile):
     """The shared storage is mounted with the profile's type and options
-    (rw everywhere; for NFS also `hard` and the pinned version)."""
+    (rw everywhere; for NFS also `hard` and the pinned version), and can be
+    read within 15 s (a dead FUSE or NFS mount is still listed as mounted)."""
     want = profile.shared_storage
     mp = node.mount_point(want.mount_point)
     assert mp.exists, f"{node_name}: nothing mounted at {want.mount_point}"
@@ -65,6 +92,11 @@ def test_shared_storage_mounted(node, node_name, profile):
     missing = [opt for opt in want.required_mount_options if opt not in mp.options]
     assert not missing, (f"{node_name}: {want.mount_point} lacks mount options {missing} "
                          f"(has {','.join(mp.options)})")
+    # Listed is not usable: a dead FUSE or NFS mount stays in the mount table.
+    r = run_as(node, profile.training_user.name, f"ls -A {want.mount_point} > /dev/null", timeout_s=15)
+    if r.rc != 0:
+        why = "reading it hung for 15 s" if r.rc == 124 else (r.stderr.strip().splitlines() or [f"exit {r.rc}"])[-1]
+        pytest.fail(f"{node_name}: {want.mount_point} is mounted ({mp.filesystem}) but unusable: {why}")
 
 
 def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts):
@@ -115,7 +147,16 @@ def test_time_synchronised(node, node_name, profile):
     problems = checks.chrony_problems(checks.parse_chrony_tracking(r.stdout) if r.rc == 0 else {},
                                       profile.expect.time.max_offset_ms)
     if r.rc != 0:
-        problems.append((r.stderr or r.stdout).strip()[-120:])
+        unit = profile.expect.time.service
+        show = node.run(f"systemctl show {unit} -p ActiveState,SubState,Result,ConditionResult").stdout
+        props = dict(line.split("=", 1) for line in show.splitlines() if "=" in line)
+        state = [props.get(k, "?") for k in ("ActiveState", "SubState", "Result", "ConditionResult")]
+        journal = node.run(f"journalctl -u {unit} -n 20 --no-pager -o cat 2>/dev/null | grep -iE "
+                           "'fail|error|not permitted|condition' | tail -n 1").stdout.strip()
+        problems = [f"{unit} is {'/'.join(state[:2]) or 'unknown'} (result {state[2] if len(state) > 2 else '?'}"
+                    + (", start condition unmet" if len(state) > 3 and state[3] == "no" else "") + ")"
+                    + (f": {journal[:160]}" if journal else "")
+                    + f"; chronyc: {(r.stderr or r.stdout).strip()[-80:]}"]
     assert not problems, f"{node_name}: time: " + "; ".join(problems)
 
 
@@ -154,16 +195,23 @@ def test_peer_ports_reachable(node, node_name, cluster, hosts):
     for peer in cluster.contract.nodes:
         if peer.name == node_name:
             continue
+        probe = f"/tmp/.refarch-port-{node_name}"
         listener = hosts[peer.name].run(
-            "timeout 20 python3 -c %s > /tmp/.refarch-port 2>&1 & sleep 1; cat /tmp/.refarch-port", LISTENER)
-        port = listener.stdout.strip()
-        if not port.isdigit():
-            failures.append(f"{peer.name}: could not open a test listener ({port[:80]})")
-            continue
-        r = node.run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{peer.address}/{port}'")
-        if r.rc != 0:
-            why = "timed out after 5 s" if r.rc == 124 else (r.stderr.strip().splitlines() or ["refused"])[-1]
-            failures.append(f"{node_name} -> {peer.name} ({peer.address}) TCP {port}: {why}")
+            f"timeout 20 python3 -c %s > {probe} 2>&1 & echo $! > {probe}.pid; sleep 1; cat {probe}", LISTENER)
+        try:
+            port = listener.stdout.strip()
+            if not port.isdigit():
+                failures.append(f"{peer.name}: could not open a test listener ({port[:80]})")
+                continue
+            r = node.run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{peer.address}/{port}'")
+            if r.rc != 0:
+                why = "timed out after 5 s" if r.rc == 124 else (r.stderr.strip().splitlines() or ["refused"])[-1]
+                failures.append(f"{node_name} -> {peer.name} ({peer.address}) TCP {port}: {why}")
+        finally:
+            # The probe's listener must not outlive the check (it would fail
+            # the listening-sockets check of the next run).
+            hosts[peer.name].run(f"pkill -P $(cat {probe}.pid) 2>/dev/null; kill $(cat {probe}.pid) 2>/dev/null;"
+                                 f" rm -f {probe} {probe}.pid")
     assert not failures, "; ".join(failures)
 
 

@@ -50,3 +50,8 @@ def test_overrides_are_parsed_as_yaml():
 def test_every_shipped_profile_is_valid():
     for name in available_profiles():
         load_profile(name)
+
+
+def test_root_as_training_user_is_rejected():
+    with pytest.raises(ProfileError, match="training_user.name: .*must not be root"):
+        load_profile("local", {"training_user.name": "root"})
