@@ -11,6 +11,7 @@ the next fault starts from a healthy cluster.  F1-F6 are the faults of
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 from collections.abc import Callable
@@ -54,7 +55,8 @@ class Fault:
     test-id fragments that must fail; ``message`` is a regex (``{n0}``,
     ``{n1}`` stand for the first and second node name, ``{user}`` for the
     training user) that the failure messages must match; ``must_skip`` lists
-    test-id fragments that must be reported as not run (skipped).
+    test-id fragments that must be reported as not run (skipped), and
+    ``must_pass`` those that must still pass (judged on their own).
     """
 
     id: str
@@ -67,6 +69,7 @@ class Fault:
     source: str = ""
     tags: tuple[str, ...] = field(default_factory=tuple)
     must_skip: tuple[str, ...] = ()
+    must_pass: tuple[str, ...] = ()
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
@@ -102,6 +105,19 @@ def _expect_revert(ctx: FaultContext) -> None:
     meta = rd.read_meta()
     meta["overrides"] = meta.pop("overrides_before_fault", meta.get("overrides", {}))
     rd.meta_file.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+
+
+def _rename_interface(old: str, new: str):
+    """Inject or revert: the second node's cluster interface gets another
+    name (as ``ens3`` beside ``eth0`` on mixed images); its addresses stay,
+    the default route is put back."""
+    def apply(ctx: FaultContext) -> None:
+        node = ctx.node(1)
+        gateway = str(next(ipaddress.ip_network(ctx.contract.cluster_cidr).hosts()))
+        for cmd in (("link", "set", old, "down"), ("link", "set", old, "name", new), ("link", "set", new, "up"),
+                    ("route", "replace", "default", "via", gateway, "dev", new)):
+            ctx.netns(node, "ip", *cmd)
+    return apply
 
 
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
@@ -205,6 +221,14 @@ FAULTS: tuple[Fault, ...] = (
           message=r"mpirun from {n0} failed \(exit \d+\): .*orted: command not found; "
                   r"orted is not on the non-interactive PATH of {n1} \(full output: ",
           source="issue 13 F13"),
+    Fault("F14", "the cluster interface has another name on one node (eth0 renamed ens3)",
+          inject=_rename_interface("eth0", "ens3"), revert=_rename_interface("ens3", "eth0"),
+          checks="test_interface_pinned or test_training_single_rank or test_training_on_all_nodes",
+          must_fail=("test_interface_pinned[{n1}]", "test_training_on_all_nodes"),
+          must_pass=("test_training_single_rank",),
+          message=r"not launched: Horovod would be pinned to eth0: {n1}: interface eth0 does not carry its "
+                  r"cluster address \S+ \(its cluster interface is ens3\)",
+          source="issue 13 F14"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

@@ -71,6 +71,10 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results):
         want = fragment.format(n0=fault_context.node(0), n1=fault_context.node(1))
         skipped = [n for n, (o, _) in outcomes.items() if want in n and o == "skipped"]
         assert skipped, f"{fault.id}: {want} was not reported as not run; outcomes: {outcomes}"
+    for fragment in fault.must_pass:
+        want = fragment.format(n0=fault_context.node(0), n1=fault_context.node(1))
+        passed = [n for n, (o, _) in outcomes.items() if want in n and o == "passed"]
+        assert passed, f"{fault.id}: {want} did not pass on its own; outcomes: {outcomes}"
     pattern = fault.expected_message(fault_context)
     assert any(re.search(pattern, msg, re.M) for msg in failed.values()), (
         f"{fault.id}: no failure message matches {pattern!r}: {[m.splitlines()[0] for m in failed.values()]}")

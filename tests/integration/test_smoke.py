@@ -13,7 +13,7 @@ from refarch.pytest_plugin import HOROVOD_PYTHON, run_as
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("smoke")]
 
 
-def _train(host, profile, hostlist: str, world_size: int) -> dict:
+def _train(host, profile, hostlist: str, world_size: int, log=None) -> dict:
     s = profile.smoke
     bench = (
         f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/tf2_synthetic_benchmark.py"
@@ -26,34 +26,78 @@ def _train(host, profile, hostlist: str, world_size: int) -> dict:
     cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
            f" --start-timeout {s.start_timeout_s} {bench}")
     r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
+    if log is not None:
+        log.write_text(f"$ {cmd}\nexit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
+    where = f" (full output: {log})" if log is not None else ""
     if r.rc == 124:
-        pytest.fail(f"horovodrun np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s")
+        pytest.fail(f"horovodrun np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s{where}")
     try:
         return checks.parse_training_result(r.stdout)
     except ValueError:
-        tail = (r.stdout + r.stderr).strip()[-800:]
-        pytest.fail(f"horovodrun np={world_size} on {hostlist} failed (exit {r.rc}): {tail}")
+        out = f"{r.stdout}\n{r.stderr}"
+        cause = checks.root_cause(out) or (out.strip().splitlines() or [""])[-1][-300:]
+        pytest.fail(f"horovodrun np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
+
+
+def _log(cluster, name: str):
+    rundir = getattr(cluster, "rundir", None)
+    return rundir.logs / name if rundir is not None else None
 
 
 @pytest.fixture(scope="module")
-def training_runs(cluster, hosts, profile, results):
-    """Runs the benchmark at np=1 (first node) and np=N (one rank per node);
-    returns {world size: result dict}.  Recorded in the results JSON."""
-    names = cluster.contract.node_names
-    first = hosts[names[0]]
+def single_rank_run(cluster, hosts, profile, results) -> dict:
+    """The benchmark at np=1 on the first node (judged on its own: a failure
+    across nodes does not hide whether one rank trains)."""
+    first = cluster.contract.node_names[0]
     start = time.monotonic()
-    runs = {1: _train(first, profile, f"{names[0]}:1", 1)}
-    if len(names) > 1:
-        runs[len(names)] = _train(first, profile, ",".join(f"{n}:1" for n in names), len(names))
-    results.test_phases_s["smoke"] = round(time.monotonic() - start, 1)
-    results.smoke["runs"] = list(runs.values())
+    try:
+        run = _train(hosts[first], profile, f"{first}:1", 1, _log(cluster, "smoke-np1.log"))
+    finally:
+        results.test_phases_s["smoke"] = round(results.test_phases_s.get("smoke", 0) + time.monotonic() - start, 1)
+    results.smoke["runs"] = [run]
     results.smoke["config"] = profile.smoke.model_dump()
+    return run
+
+
+def prelaunch_problems(hosts, cluster, iface: str) -> list[str]:
+    """Nodes where the interface Horovod will be pinned to does not carry the
+    node's cluster address (Gloo would fail with "Unable to find address")."""
+    problems = []
+    for node in cluster.contract.nodes:
+        have = hosts[node.name].run(f"ip -o -4 addr show dev {shlex.quote(iface)} 2>&1").stdout
+        if f" {node.address}/" not in have:
+            actual = hosts[node.name].check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+            problems.append(f"{node.name}: interface {iface} does not carry its cluster address {node.address} "
+                            f"(its cluster interface is {actual or 'missing'})")
+    return problems
+
+
+@pytest.fixture(scope="module")
+def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
+    """np=1 and np=N (one rank per node): {world size: result dict}.  Before
+    launching across nodes, the interface Horovod is pinned to must carry
+    the cluster address on every node."""
+    names = cluster.contract.node_names
+    runs = {1: single_rank_run}
+    if len(names) > 1:
+        first = hosts[names[0]]
+        iface = run_as(first, profile.training_user.name, 'echo "$REFARCH_CLUSTER_IFACE"', timeout_s=30).stdout.strip()
+        problems = prelaunch_problems(hosts, cluster, iface)
+        if problems:
+            pytest.fail(f"not launched: Horovod would be pinned to {iface or '(unset)'}: " + "; ".join(problems))
+        start = time.monotonic()
+        try:
+            runs[len(names)] = _train(first, profile, ",".join(f"{n}:1" for n in names), len(names),
+                                      _log(cluster, f"smoke-np{len(names)}.log"))
+        finally:
+            results.test_phases_s["smoke"] = round(results.test_phases_s.get("smoke", 0) + time.monotonic() - start, 1)
+        results.smoke["runs"] = list(runs.values())
     return runs
 
 
-def test_training_single_rank(training_runs):
+def test_training_single_rank(single_rank_run):
     """np=1 trains and reports a positive throughput (images/sec)."""
-    run = training_runs[1]
+    run = single_rank_run
     assert run["world_size"] == 1 and run["images_per_sec"] > 0, f"np=1 run reported {run}"
 
 

@@ -38,7 +38,7 @@ def test_efficiency_check_fails_below_the_lower_bound():
 
 def test_single_rank_check_fails_without_throughput():
     with pytest.raises(AssertionError):
-        test_smoke.test_training_single_rank({1: run(1, ["node1"], 0.0)})
+        test_smoke.test_training_single_rank(run(1, ["node1"], 0.0))
 
 
 def test_interface_check_fails_when_gloo_used_another_interface():
