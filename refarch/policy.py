@@ -1,0 +1,124 @@
+"""Security-group policy judged by what address ranges cover, not by how they
+are spelled (FAULTS.md F15).
+
+checkov's rules look at one rule at a time and at the text of its source
+prefix, so two rules admitting 0.0.0.0/1 and 128.0.0.0/1 pass although
+together they admit the whole IPv4 internet.  Here a root module's
+``openstack_networking_secgroup_rule_v2`` resources are read with
+python-hcl2, grouped by security group, and the union of each group's
+ingress ranges is compared with what the architecture allows:
+
+* ports other than SSH: only the cluster network (``var.subnet_cidr``) or
+  the group's own members (``remote_group_id``);
+* SSH (22/tcp): additionally ``var.admin_cidr`` (whose own validation
+  rejects 0.0.0.0/0).
+
+A rule with no ``remote_ip_prefix`` and no ``remote_group_id`` admits every
+source (OpenStack's reading), i.e. 0.0.0.0/0.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+import hcl2
+
+RULE = "openstack_networking_secgroup_rule_v2"
+WORLD = ipaddress.ip_network("0.0.0.0/0")
+
+
+def _unquote(value):
+    if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] == '"':
+        return value[1:-1]
+    return value
+
+
+@dataclass(frozen=True)
+class IngressRule:
+    """One ingress rule: its address, group, ports and source."""
+
+    address: str
+    group: str
+    ports: tuple[int, int]
+    protocol: str
+    source: str  # a CIDR, a ``${var.x}`` reference, ``group`` or ``any``
+
+
+def ingress_rules(module_dir: Path) -> list[IngressRule]:
+    """The ingress rules of every ``*.tf`` file in ``module_dir``."""
+    rules = []
+    for tf in sorted(module_dir.glob("*.tf")):
+        with open(tf, encoding="utf-8") as fh:
+            doc = hcl2.load(fh)
+        for block in doc.get("resource", []):
+            for rtype, named in block.items():
+                if _unquote(rtype) != RULE:
+                    continue
+                for name, attrs in named.items():
+                    attrs = {k: _unquote(v) for k, v in attrs.items()}
+                    if attrs.get("direction") != "ingress":
+                        continue
+                    lo = int(attrs.get("port_range_min") or 1)
+                    hi = int(attrs.get("port_range_max") or 65535)
+                    if attrs.get("remote_group_id"):
+                        source = "group"
+                    else:
+                        source = attrs.get("remote_ip_prefix") or "any"
+                    rules.append(IngressRule(f"{RULE}.{_unquote(name)}", str(attrs.get("security_group_id")),
+                                             (lo, hi), str(attrs.get("protocol") or "any"), source))
+    return rules
+
+
+def _network(source: str):
+    """The network a literal source admits; None for the group's members or
+    a variable reference (allowed references are filtered out before)."""
+    if source == "group":
+        return None
+    if source == "any":
+        return WORLD
+    if source.startswith("${var.") and source.endswith("}"):
+        return WORLD  # an unknown variable could hold anything
+    return ipaddress.ip_network(source, strict=False)
+
+
+def _variable_default(module_dir: Path, name: str) -> str | None:
+    for tf in sorted(module_dir.glob("*.tf")):
+        with open(tf, encoding="utf-8") as fh:
+            doc = hcl2.load(fh)
+        for block in doc.get("variable", []):
+            for var, attrs in block.items():
+                if _unquote(var) == name and "default" in attrs:
+                    return _unquote(attrs["default"])
+    return None
+
+
+def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
+    """One line per security group whose ingress ranges, taken together,
+    admit more than the architecture allows; empty when the module passes.
+
+    ``cluster_cidr`` defaults to ``var.subnet_cidr``'s default in the module
+    (10.42.0.0/24 in descriptors/terraform/openstack).
+    """
+    rules = ingress_rules(module_dir)
+    allowed_refs = {"${var.subnet_cidr}"}
+    ssh_refs = allowed_refs | {"${var.admin_cidr}"}
+    cluster = ipaddress.ip_network(cluster_cidr or _variable_default(module_dir, "subnet_cidr") or "10.42.0.0/24")
+    out = []
+    for group in sorted({r.group for r in rules}):
+        mine = [r for r in rules if r.group == group]
+        for label, pick, refs in (("non-SSH ports", lambda r: r.ports != (22, 22), allowed_refs),
+                                  ("SSH", lambda r: r.ports[0] <= 22 <= r.ports[1], ssh_refs)):
+            chosen = [r for r in mine if pick(r) and r.source not in refs]
+            nets = [n for n in (_network(r.source) for r in chosen) if n is not None and n.version == 4]
+            union = list(ipaddress.collapse_addresses(nets))
+            outside = [n for n in union if not n.subnet_of(cluster)]
+            if outside:
+                sources = ", ".join(f"{r.source} ({r.address}, {r.protocol} {r.ports[0]}-{r.ports[1]})"
+                                    for r in chosen if r.source not in ("group",))
+                whole = " = the whole IPv4 internet" if WORLD in union else ""
+                out.append(f"security group {group}: {label} admit {', '.join(map(str, union))}{whole} "
+                           f"from {sources}; allowed: the cluster network {cluster}"
+                           + (" or var.admin_cidr" if label == "SSH" else "") + " or the group's members")
+    return out
