@@ -1,5 +1,8 @@
-"""Security-group policy judged by what address ranges cover, not by how they
-are spelled (FAULTS.md F15).
+"""Policies that checkov's per-rule checks miss, read from a root module with
+python-hcl2: security groups judged by what their address ranges cover
+(FAULTS.md F15) and outputs judged by where their values come from (F16).
+
+Security groups:
 
 checkov's rules look at one rule at a time and at the text of its source
 prefix, so two rules admitting 0.0.0.0/1 and 128.0.0.0/1 pass although
@@ -20,6 +23,7 @@ source (OpenStack's reading), i.e. 0.0.0.0/0.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,4 +125,59 @@ def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
                 out.append(f"security group {group}: {label} admit {', '.join(map(str, union))}{whole} "
                            f"from {sources}; allowed: the cluster network {cluster}"
                            + (" or var.admin_cidr" if label == "SSH" else "") + " or the group's members")
+    return out
+
+
+#: Attributes whose value is a secret (a private key, a generated password).
+SECRET_ATTRIBUTES = {
+    "tls_private_key": ("private_key_openssh", "private_key_pem", "private_key_pem_pkcs8"),
+    "random_password": ("result", "bcrypt_hash"),
+    "openstack_identity_application_credential_v3": ("secret",),
+}
+_REF = re.compile(r"\b(local|var)\.([A-Za-z_][A-Za-z0-9_-]*)")
+
+
+def _blocks(module_dir: Path, kind: str) -> dict[str, dict]:
+    """Name -> attributes of every ``kind`` block (output, variable, locals)."""
+    found: dict[str, dict] = {}
+    for tf in sorted(module_dir.glob("*.tf")):
+        with open(tf, encoding="utf-8") as fh:
+            doc = hcl2.load(fh)
+        for block in doc.get(kind, []):
+            if kind == "locals":
+                found.update({_unquote(k): v for k, v in block.items() if not k.startswith("__")})
+            else:
+                found.update({_unquote(k): v for k, v in block.items()})
+    return found
+
+
+def secret_outputs(module_dir: Path) -> list[str]:
+    """One line per output that carries a secret without ``sensitive = true``
+    (FAULTS.md F16).  A value is followed through locals (transitively) to
+    where it comes from: a secret attribute of a resource
+    (:data:`SECRET_ATTRIBUTES`) or a variable marked sensitive."""
+    outputs = _blocks(module_dir, "output")
+    local_values = _blocks(module_dir, "locals")
+    sensitive_vars = {n for n, v in _blocks(module_dir, "variable").items() if v.get("sensitive") is True}
+    secret_refs = [re.compile(rf"\b{t}\.[A-Za-z0-9_-]+(\[[^\]]*\])?\.{a}\b")
+                   for t, attrs in SECRET_ATTRIBUTES.items() for a in attrs]
+    out = []
+    for name, body in outputs.items():
+        if body.get("sensitive") is True:
+            continue
+        seen: set[str] = set()
+        todo = [("", str(body.get("value")))]
+        while todo:
+            via, text = todo.pop()
+            origin = next((m.group(0) for p in secret_refs if (m := p.search(text))), None)
+            if origin is None:
+                origin = next((f"var.{m.group(2)}" for m in _REF.finditer(text)
+                               if m.group(1) == "var" and m.group(2) in sensitive_vars), None)
+            if origin:
+                out.append(f"output {name} carries the secret {origin}{via} without sensitive = true")
+                break
+            for m in _REF.finditer(text):
+                if m.group(1) == "local" and m.group(2) in local_values and m.group(2) not in seen:
+                    seen.add(m.group(2))
+                    todo.append((f"{via} through local.{m.group(2)}", str(local_values[m.group(2)])))
     return out

@@ -1,5 +1,6 @@
-"""FAULTS.md F15: the security-group policy judges what address ranges
-cover, not how they are spelled."""
+"""Policies checkov's per-rule checks miss: a security group's ingress
+ranges judged by what they cover together (FAULTS.md F15), and secrets
+followed to the outputs that carry them (F16)."""
 
 from pathlib import Path
 
@@ -30,3 +31,18 @@ def test_a_range_inside_the_cluster_network_passes(tmp_path):
         (FIXTURES / "split-open" / "main.tf").read_text()
         .replace('"0.0.0.0/1"', '"10.42.0.0/25"').replace('"128.0.0.0/1"', '"10.42.0.128/25"'))
     assert policy.findings(tmp_path) == []
+
+
+def test_secret_outputs_are_followed_through_locals_and_sensitive_is_respected():
+    found = policy.secret_outputs(FIXTURES / "secret-outputs")
+    assert found == [
+        "output keys_through_locals carries the secret tls_private_key.host.private_key_openssh"
+        " through local.bundle through local.host_keys without sensitive = true",
+        "output db_password carries the secret random_password.db.result without sensitive = true",
+        "output token carries the secret var.api_token without sensitive = true",
+    ], found
+
+
+def test_the_descriptors_output_no_secret():
+    for cloud in ("local", "openstack"):
+        assert policy.secret_outputs(TERRAFORM_DIR / cloud) == [], cloud
