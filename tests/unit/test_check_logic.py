@@ -45,7 +45,16 @@ def test_interface_check_fails_when_gloo_used_another_interface():
     hosts = {n: SimpleNamespace(check_output=lambda cmd: "eth0") for n in ("node1", "node2")}
     runs = {2: run(2, ["node1", "node2"], 40.0, ifaces=["eth0", "lo"])}
     with pytest.raises(AssertionError, match=r"node2: Gloo used 'lo', cluster interface is 'eth0'"):
-        test_smoke.test_training_used_the_cluster_interface(runs, CLUSTER, hosts)
+        test_smoke.test_training_used_the_cluster_interface(runs, CLUSTER, hosts, load_profile("local"))
+
+
+def test_interface_check_fails_when_the_bytes_did_not_cross_the_cluster_interface():
+    hosts = {n: SimpleNamespace(check_output=lambda cmd: "eth0") for n in ("node1", "node2")}
+    r = run(2, ["node1", "node2"], 40.0)
+    r["cluster_iface_bytes"] = {"node1": 3_235_980_349, "node2": 3_100_000}  # node2: only SSH and storage
+    with pytest.raises(AssertionError, match=r"node2: its cluster interface carried 3\.1 MB during np=2 "
+                                             r"\(15 steps; at least 16 MB expected\)"):
+        test_smoke.test_training_used_the_cluster_interface({2: r}, CLUSTER, hosts, load_profile("local"))
 
 
 def test_idempotence_check_fails_on_a_converging_run():
