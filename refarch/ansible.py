@@ -115,6 +115,18 @@ def preflight() -> None:
     playbook_command()
 
 
+def _ansible_env() -> dict[str, str]:
+    """Environment of the Ansible CLI: the descriptors' ansible.cfg, plain
+    output, and its own tools (ansible-galaxy, ...) from the same venv."""
+    return {
+        "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_NOCOLOR": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+
+
 def run_playbook(
     inventory: Path,
     log: Path,
@@ -136,14 +148,7 @@ def run_playbook(
     cmd = [playbook_command(), "-i", str(inventory), str(playbook)]
     if extra_vars_file:
         cmd += ["-e", f"@{extra_vars_file}"]
-    env = {
-        "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
-        "ANSIBLE_FORCE_COLOR": "0",
-        "ANSIBLE_NOCOLOR": "1",
-        "PYTHONUNBUFFERED": "1",
-        # ansible-playbook's own tools (ansible-galaxy, ...) from the same venv.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
+    env = _ansible_env()
     deadline = time.monotonic() + timeout
     attempt = 1
     while True:
@@ -180,8 +185,7 @@ def run_module(inventory: Path, host: str, module: str, args: str, *, become_use
     cmd = [str(Path(playbook_command()).with_name("ansible")), host, "-i", str(inventory), "-m", module, "-a", args]
     if become_user:
         cmd += ["--become", "--become-user", become_user]
-    env = {"ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
-    done = proc.run(cmd, timeout=timeout, log=log, env=env, check=False, cwd=ANSIBLE_DIR)
+    done = proc.run(cmd, timeout=timeout, log=log, env=_ansible_env(), check=False, cwd=ANSIBLE_DIR)
     return PlaybookResult(done.returncode, {}, (done.stdout or "") + (done.stderr or ""))
 
 

@@ -99,13 +99,7 @@ def _sweep(args) -> int:
         if owner is not None and owner.alive():
             print(f"leaving {run_id}: {reason}")
             continue
-        found = localcloud.run_resources(run_id)
-        print(f"{'would remove' if args.dry_run else 'removing'} {run_id}: {json.dumps(found)}")
-        if not args.dry_run:
-            localcloud.sweep(run_id)
-            localcloud.release_subnet(run_id)
-            if owner is not None:
-                localcloud.forget_state(Path(owner.rundir))
+        localcloud.remove_run(run_id, Path(owner.rundir) if owner else None, dry_run=args.dry_run)
     if not args.stale and not args.run_ids:
         print("nothing to sweep: give run ids or --stale")
     return 0

@@ -53,7 +53,7 @@ class LocalCloud:
 
     def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
         net = cluster.profile.network
-        owner = Owner.current(cluster.rundir.path)
+        owner = Owner.current(cluster.rundir.path)  # the deploying process labels what it makes
         subnet = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix, cluster.run_id, owner)
         cluster.rundir.update_meta(subnet=subnet, owner=owner.labels())
         storage = cluster.profile.shared_storage

@@ -12,7 +12,6 @@ the next fault starts from a healthy cluster.  F1-F6 are the faults of
 from __future__ import annotations
 
 import ipaddress
-import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -104,7 +103,7 @@ def _expect_revert(ctx: FaultContext) -> None:
     rd = RunDir.open(ctx.run_id)
     meta = rd.read_meta()
     meta["overrides"] = meta.pop("overrides_before_fault", meta.get("overrides", {}))
-    rd.meta_file.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+    rd.write_meta(meta)
 
 
 def _rename_interface(old: str, new: str):

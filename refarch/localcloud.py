@@ -12,7 +12,6 @@ from __future__ import annotations
 import fcntl
 import ipaddress
 import json
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 from . import hostcmds, proc
 from .errors import PreflightError, RefarchError
 from .owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
+from .run import RunDir
 
 LABEL = LABEL_RUN_ID
 
@@ -169,15 +169,25 @@ def sweep_stale(include_kept: bool = False, dry_run: bool = False, out: Callable
         if not stale:
             out(f"leaving {run_id}: {reason}")
             continue
-        found = run_resources(run_id)
-        out(f"{'would remove' if dry_run else 'removing'} {run_id}: {reason}: {json.dumps(found)}")
+        remove_run(run_id, Path(labels[LABEL_RUNDIR]), reason, dry_run, out)
         swept.append(run_id)
-        if not dry_run:
-            sweep(run_id)
-            release_subnet(run_id)
-            forget_state(Path(labels[LABEL_RUNDIR]))
     return swept
 
+
+def remove_run(run_id: str, rundir: Path | None, reason: str = "", dry_run: bool = False,
+               out: Callable[[str], object] = print) -> dict[str, list[str]]:
+    """Remove a run outside Terraform (its owner is gone): its podman
+    resources, its subnet reservation, and, given its run directory, its
+    Terraform state (set aside) and run.json (marked destroyed).  Prints one
+    line; returns what was found."""
+    found = run_resources(run_id)
+    out(f"{'would remove' if dry_run else 'removing'} {run_id}: {reason + ': ' if reason else ''}{json.dumps(found)}")
+    if not dry_run:
+        sweep(run_id, found=found)
+        release_subnet(run_id)
+        if rundir is not None:
+            forget_state(rundir)
+    return found
 
 
 def forget_state(rundir: Path) -> None:
@@ -186,21 +196,17 @@ def forget_state(rundir: Path) -> None:
     state = rundir / "terraform" / "terraform.tfstate"
     if state.exists():
         state.rename(state.with_suffix(".tfstate.swept"))
-    meta = rundir / "run.json"
-    if meta.exists():
-        data = json.loads(meta.read_text(encoding="utf-8"))
-        data.update(kept=False, destroyed=True, swept=True)
-        tmp = meta.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, meta)
+    if (rundir / "run.json").exists():
+        RunDir(rundir.name, rundir).update_meta(kept=False, destroyed=True, swept=True)
 
 
-def sweep(run_id: str, log: Path | None = None) -> dict[str, list[str]]:
-    """Remove everything labelled with ``run_id``; return what was removed.
+def sweep(run_id: str, log: Path | None = None, found: dict[str, list[str]] | None = None) -> dict[str, list[str]]:
+    """Remove everything of ``run_id`` (:func:`run_resources`, or ``found``
+    when the caller listed it already); return what was removed.
 
     Containers go first (they hold the network), then networks and volumes.
     """
-    found = run_resources(run_id)
+    found = found if found is not None else run_resources(run_id)
     for name in found["containers"]:
         proc.run(["podman", "rm", "-f", "--ignore", "-t", "5", name], timeout=120, log=log)
     for name in found["networks"]:

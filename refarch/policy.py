@@ -50,12 +50,28 @@ class IngressRule:
     source: str  # a CIDR, a ``${var.x}`` reference, ``group`` or ``any``
 
 
-def ingress_rules(module_dir: Path) -> list[IngressRule]:
-    """The ingress rules of every ``*.tf`` file in ``module_dir``."""
-    rules = []
+def _documents(module_dir: Path) -> list[dict]:
+    """Every ``*.tf`` file of ``module_dir`` parsed with python-hcl2."""
+    docs = []
     for tf in sorted(module_dir.glob("*.tf")):
         with open(tf, encoding="utf-8") as fh:
-            doc = hcl2.load(fh)
+            docs.append(hcl2.load(fh))
+    return docs
+
+
+def _blocks(docs: list[dict], kind: str) -> dict[str, dict]:
+    """Name -> attributes of every ``kind`` block (output, variable, locals)."""
+    found: dict[str, dict] = {}
+    for doc in docs:
+        for block in doc.get(kind, []):
+            found.update({_unquote(k): v for k, v in block.items() if not k.startswith("__")})
+    return found
+
+
+def ingress_rules(docs: list[dict]) -> list[IngressRule]:
+    """The ingress rules of a module's parsed files (:func:`_documents`)."""
+    rules = []
+    for doc in docs:
         for block in doc.get("resource", []):
             for rtype, named in block.items():
                 if _unquote(rtype) != RULE:
@@ -87,17 +103,6 @@ def _network(source: str):
     return ipaddress.ip_network(source, strict=False)
 
 
-def _variable_default(module_dir: Path, name: str) -> str | None:
-    for tf in sorted(module_dir.glob("*.tf")):
-        with open(tf, encoding="utf-8") as fh:
-            doc = hcl2.load(fh)
-        for block in doc.get("variable", []):
-            for var, attrs in block.items():
-                if _unquote(var) == name and "default" in attrs:
-                    return _unquote(attrs["default"])
-    return None
-
-
 def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
     """One line per security group whose ingress ranges, taken together,
     admit more than the architecture allows; empty when the module passes.
@@ -105,10 +110,12 @@ def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
     ``cluster_cidr`` defaults to ``var.subnet_cidr``'s default in the module
     (10.42.0.0/24 in descriptors/terraform/openstack).
     """
-    rules = ingress_rules(module_dir)
+    docs = _documents(module_dir)
+    rules = ingress_rules(docs)
     allowed_refs = {"${var.subnet_cidr}"}
     ssh_refs = allowed_refs | {"${var.admin_cidr}"}
-    cluster = ipaddress.ip_network(cluster_cidr or _variable_default(module_dir, "subnet_cidr") or "10.42.0.0/24")
+    default = _unquote(_blocks(docs, "variable").get("subnet_cidr", {}).get("default"))
+    cluster = ipaddress.ip_network(cluster_cidr or default or "10.42.0.0/24")
     out = []
     for group in sorted({r.group for r in rules}):
         mine = [r for r in rules if r.group == group]
@@ -137,28 +144,15 @@ SECRET_ATTRIBUTES = {
 _REF = re.compile(r"\b(local|var)\.([A-Za-z_][A-Za-z0-9_-]*)")
 
 
-def _blocks(module_dir: Path, kind: str) -> dict[str, dict]:
-    """Name -> attributes of every ``kind`` block (output, variable, locals)."""
-    found: dict[str, dict] = {}
-    for tf in sorted(module_dir.glob("*.tf")):
-        with open(tf, encoding="utf-8") as fh:
-            doc = hcl2.load(fh)
-        for block in doc.get(kind, []):
-            if kind == "locals":
-                found.update({_unquote(k): v for k, v in block.items() if not k.startswith("__")})
-            else:
-                found.update({_unquote(k): v for k, v in block.items()})
-    return found
-
-
 def secret_outputs(module_dir: Path) -> list[str]:
     """One line per output that carries a secret without ``sensitive = true``
     (FAULTS.md F16).  A value is followed through locals (transitively) to
     where it comes from: a secret attribute of a resource
     (:data:`SECRET_ATTRIBUTES`) or a variable marked sensitive."""
-    outputs = _blocks(module_dir, "output")
-    local_values = _blocks(module_dir, "locals")
-    sensitive_vars = {n for n, v in _blocks(module_dir, "variable").items() if v.get("sensitive") is True}
+    docs = _documents(module_dir)
+    outputs = _blocks(docs, "output")
+    local_values = _blocks(docs, "locals")
+    sensitive_vars = {n for n, v in _blocks(docs, "variable").items() if v.get("sensitive") is True}
     secret_refs = [re.compile(rf"\b{t}\.[A-Za-z0-9_-]+(\[[^\]]*\])?\.{a}\b")
                    for t, attrs in SECRET_ATTRIBUTES.items() for a in attrs]
     out = []

@@ -13,13 +13,13 @@ import json
 import os
 import re
 import secrets
-import socket
 import string
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RefarchError
+from .owner import Owner
 from .paths import runs_dir
 
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{2,46}[a-z0-9]$")
@@ -113,6 +113,10 @@ class RunDir:
         """Merge ``values`` into ``run.json`` and return the result."""
         meta = self.read_meta()
         meta.update(values)
+        return self.write_meta(meta)
+
+    def write_meta(self, meta: dict) -> dict:
+        """Replace ``run.json`` with ``meta`` (atomically) and return it."""
         tmp = self.meta_file.with_suffix(".tmp")
         tmp.write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
         tmp.replace(self.meta_file)
@@ -121,5 +125,4 @@ class RunDir:
     def write_owner(self) -> None:
         """Record this process as the run's owner (the podman labels carry
         the same, see :mod:`refarch.owner`)."""
-        self.update_meta(run_id=self.run_id, owner_pid=os.getpid(),
-                         owner_host=socket.gethostname(), started_at=time.time())
+        self.update_meta(run_id=self.run_id, owner=Owner.current(self.path).labels(), started_at=time.time())

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from refarch import hostcmds, image, proc
-from refarch.paths import ROOT
+from tests.lifecycle.suite import checkout_copy
 
 pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("debootstrap"),
                                 reason="needs podman and debootstrap (ci/bootstrap.sh installs them)")
@@ -41,16 +41,9 @@ exit $missing
 """
 
 
-def _checkout_copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("runs", ".tox", ".venv", ".git", "__pycache__",
-                                                             "*.egg-info"))
-    return copy
-
-
 def test_bootstrap_on_a_fresh_machine_provides_every_host_command(tmp_path):
     tag = image.ensure_fresh_image(tmp_path / "image.log")
-    copy = _checkout_copy(tmp_path)
+    copy = checkout_copy(tmp_path / "checkout")
     terraform = shutil.which("terraform")
     ca = ["-v", f"{EXTRA_CA_DIR}:{EXTRA_CA_DIR}:ro", "-e", f"PIP_CERT={CA_BUNDLE}"] if EXTRA_CA_DIR.is_dir() else []
     r = proc.run(["podman", "run", "--rm", "--runtime", "runc",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -78,6 +79,14 @@ def start_suite(args: list[str], *, env: dict | None = None, runs_dir: Path | No
             return Child(process, m.group(1), base / m.group(1), "".join(head))
     process.wait()
     pytest.fail(f"the suite printed no run id (exit {process.returncode}): {''.join(head)[-1500:]}")
+
+
+def checkout_copy(dest: Path) -> Path:
+    """A copy of this checkout's tree at ``dest`` (no runs, virtualenvs or
+    git data), as a second clone on the same machine."""
+    shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns("runs", ".tox", ".venv", ".git", "__pycache__",
+                                                             "*.egg-info"))
+    return dest
 
 
 def wait_for(predicate, timeout_s: float, what: str, child: Child | None = None, every_s: float = 0.5) -> None:

@@ -10,7 +10,6 @@ no checkout's files can make another's live cluster look orphaned.
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pytest
 from refarch import localcloud
 from refarch.paths import ROOT
 
-from .suite import assert_nothing_left, start_suite, wait_for
+from .suite import assert_nothing_left, checkout_copy, start_suite, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +29,6 @@ pytestmark = pytest.mark.integration
 #: lower bound is relaxed; every other check keeps the profile's expectation.
 SMALL_NODES = ["--set", "nodes.flavor.memory_mb=3072",
                "--set", "thresholds.scaling_efficiency=[{batch_size: 16, target: 0.3, lower: 0.05}]"]
-
-
-def _second_checkout(tmp_path):
-    """A copy of this checkout's tree (no runs, no virtualenvs), as a second
-    clone on the same machine."""
-    copy = tmp_path / "second-checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("runs", ".tox", ".venv", ".git", "__pycache__",
-                                                             "*.egg-info"))
-    return copy
 
 
 def _in_checkout(checkout, *args, timeout_s=300):
@@ -58,7 +48,7 @@ def test_two_main_jobs_at_once_and_a_second_checkouts_bad_input(run_state, tmp_p
                      f"{job.run_id} to reach the Ansible phase", job)
         containers = [set(localcloud.run_resources(job.run_id)["containers"]) for job in jobs]
         assert containers[0] and containers[1] and not containers[0] & containers[1], containers
-        copy = _second_checkout(tmp_path)
+        copy = checkout_copy(tmp_path / "second-checkout")
         bad = _in_checkout(copy, "pytest", "tests/integration", "--profile", "nosuch", "-p", "no:cacheprovider")
         assert bad.returncode == 4, bad.stdout + bad.stderr
         assert "unknown profile 'nosuch'" in bad.stderr, bad.stderr
