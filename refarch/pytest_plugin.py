@@ -318,8 +318,8 @@ def probe_ssh(cluster, run_state: RunState, name: str) -> str | None:
     if run_state.existing is None:
         node = cluster.contract.node(name)
         config = cluster.rundir.ssh_dir / "config"
-        r = proc.run(["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                      "-o", "ConnectTimeout=10", "-o", "BatchMode=yes", name, "true"], timeout=30, check=False)
+        r = proc.run(["ssh", "-F", str(config), *FRESH_CONNECTION.split(), "-o", "ConnectTimeout=10",
+                      "-o", "BatchMode=yes", name, "true"], timeout=30, check=False)
         if r.returncode != 0:
             text = (r.stderr or r.stdout or "").strip()
             reason = checks.root_cause(text) or f"ssh exit {r.returncode}"
@@ -339,6 +339,28 @@ def node(hosts, node_name, cluster, run_state):
     if why:
         pytest.skip(f"not run: {why} (see test_node_reachable)")
     return hosts[node_name]
+
+
+#: ssh options that open a new connection instead of reusing a shared one
+#: (ControlMaster): a connection opened before a fault would still reach a
+#: node whose sshd has since gone or changed.
+FRESH_CONNECTION = "-o ControlMaster=no -o ControlPath=none"
+
+
+def fresh_host(cluster, name: str):
+    """A testinfra host for node ``name`` whose every command opens a new
+    SSH connection (:data:`FRESH_CONNECTION`); for checks of sshd itself."""
+    config = cluster.rundir.ssh_dir / "config"
+    return testinfra.get_host(f"ssh://{name}", ssh_config=str(config), ssh_extra_args=FRESH_CONNECTION)
+
+
+@pytest.fixture
+def fresh_node(node, node_name, cluster, run_state):
+    """Like ``node``, but on a new SSH connection per command (checks of
+    sshd: what the daemon does now, not what an old connection still gets)."""
+    if run_state.existing is not None:
+        return node
+    return fresh_host(cluster, node_name)
 
 
 @pytest.fixture

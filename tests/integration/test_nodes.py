@@ -18,11 +18,12 @@ def test_node_reachable(node_name, cluster, run_state):
     assert not why, why
 
 
-def test_sshd_effective_settings(node, node_name, profile):
+def test_sshd_effective_settings(fresh_node, node_name, profile):
     """The effective sshd configuration (`sshd -T`) has the hardening the
-    profile expects (no password or keyboard-interactive login, ...)."""
-    with node.sudo():
-        out = node.check_output("/usr/sbin/sshd -T")
+    profile expects (no password or keyboard-interactive login, ...); asked
+    over a new connection, so the answer comes from the sshd running now."""
+    with fresh_node.sudo():
+        out = fresh_node.check_output("/usr/sbin/sshd -T")
     problems = checks.sshd_violations(checks.parse_sshd_t(out), profile.expect.sshd)
     assert not problems, f"{node_name}: sshd -T: " + "; ".join(problems)
 
