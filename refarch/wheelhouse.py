@@ -31,6 +31,7 @@ def wheelhouse_key(versions: dict | None = None) -> str:
     v = versions or load_versions()
     inputs = {
         "tf": [v["tensorflow_package"], v["tensorflow_version"]],
+        "extra": v.get("python_extra_packages", []),
         "horovod": v["horovod_version"],
         "env": v["horovod_build_env"],
         "packages": v["wheel_build_packages"],
@@ -71,6 +72,7 @@ def _ensure_wheelhouse(image_tag: str, log: Path, timeout: float, ca_files: list
         "TF_VERSION": versions["tensorflow_version"],
         "HOROVOD_VERSION": versions["horovod_version"],
         "BUILD_PACKAGES": " ".join(versions["wheel_build_packages"]),
+        "EXTRA_PACKAGES": " ".join(versions.get("python_extra_packages", [])),
         **versions["horovod_build_env"],
     }
     cmd = ["podman", "run", "--rm", "--runtime", "runc", "--name", f"refarch-wheel-{work.name}",

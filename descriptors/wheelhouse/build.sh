@@ -6,6 +6,7 @@
 # wheels fit the nodes' Python and libraries.  Inputs come from the
 # environment (set by the suite from descriptors/versions.yml):
 #   TF_PACKAGE TF_VERSION HOROVOD_VERSION BUILD_PACKAGES HOROVOD_WITH_* ...
+#   EXTRA_PACKAGES (requirements resolved together with TensorFlow)
 # Output: $OUT_DIR (default /out): *.whl, constraints.txt (the resolved set),
 # check-build.txt.  The horovod role runs the same script on a GPU node
 # (OUT_DIR on the shared storage, CUDA and NCCL from the gpu role).
@@ -29,8 +30,10 @@ apt-get install -y -qq --no-install-recommends $BUILD_PACKAGES >/dev/null
 python3 -m venv "$VENV"
 . "$VENV/bin/activate"
 pip install -q "setuptools<70" wheel
-pip download -q -d "$OUT_DIR" "$TF_PACKAGE==$TF_VERSION"
-pip install -q --no-index --find-links "$OUT_DIR" "$TF_PACKAGE==$TF_VERSION"
+# shellcheck disable=SC2086
+pip download -q -d "$OUT_DIR" "$TF_PACKAGE==$TF_VERSION" ${EXTRA_PACKAGES:-}
+# shellcheck disable=SC2086
+pip install -q --no-index --find-links "$OUT_DIR" "$TF_PACKAGE==$TF_VERSION" ${EXTRA_PACKAGES:-}
 # Horovod's setup imports these at build time.
 pip install -q cloudpickle psutil pyyaml packaging cffi
 MAKEFLAGS="-j$(nproc)" pip wheel -q --no-build-isolation --no-deps -w "$OUT_DIR" "horovod==$HOROVOD_VERSION"
