@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
-
-from .profile import Reference
 
 
 # sshd -------------------------------------------------------------------------
@@ -80,42 +77,7 @@ def inconsistent(values: dict[str, str]) -> bool:
     return len(set(values.values())) > 1
 
 
-# Scaling efficiency -------------------------------------------------------------
-def scaling_efficiency(throughput_n: float, throughput_1: float, world_size: int) -> float:
-    """throughput(N) / (N x throughput(1)); throughputs in images/sec.
-
-    Source: the usual weak-scaling definition used by the Horovod paper
-    (Sergeev & Del Balso 2018, arXiv:1802.05799).
-
-    Raises:
-        ValueError: a throughput is not positive or ``world_size`` < 1.
-    """
-    if throughput_1 <= 0 or throughput_n <= 0:
-        raise ValueError(f"throughputs must be positive (np=1: {throughput_1}, np={world_size}: {throughput_n})")
-    if world_size < 1:
-        raise ValueError(f"world size must be at least 1, got {world_size}")
-    return throughput_n / (world_size * throughput_1)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """``status`` is "pass", "warn" or "fail"; ``message`` says why."""
-
-    status: str
-    message: str
-
-
-def judge(value: float, ref: Reference, what: str = "scaling efficiency") -> Verdict:
-    """Compare ``value`` with a reference (ReFrame-style: fail below
-    ``lower``, warn below ``warn_below``)."""
-    text = f"{what} {value:.1%} (target {ref.target:.0%}, lower bound {ref.lower:.0%}, batch {ref.batch_size})"
-    if value < ref.lower:
-        return Verdict("fail", text + " is below the lower bound")
-    if ref.warn_below is not None and value < ref.warn_below:
-        return Verdict("warn", text + " is in the warning band")
-    return Verdict("pass", text)
-
-
+# Training output -----------------------------------------------------------------
 def parse_training_result(output: str) -> dict:
     """The ``REFARCH_RESULT {json}`` line of the benchmark's output.
 

@@ -55,7 +55,8 @@ class Fault:
     ``{n1}`` stand for the first and second node name, ``{user}`` for the
     training user) that the failure messages must match; ``must_skip`` lists
     test-id fragments that must be reported as not run (skipped), and
-    ``must_pass`` those that must still pass (judged on their own).
+    ``must_pass`` those that must still pass (judged on their own), and
+    ``must_warn`` the property ids that must be flagged (verdict warn).
     """
 
     id: str
@@ -69,6 +70,8 @@ class Fault:
     tags: tuple[str, ...] = field(default_factory=tuple)
     must_skip: tuple[str, ...] = ()
     must_pass: tuple[str, ...] = ()
+    #: Property ids whose verdict must be "warn" (results.json of the checks).
+    must_warn: tuple[str, ...] = ()
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
@@ -117,6 +120,23 @@ def _rename_interface(old: str, new: str):
                     ("route", "replace", "default", "via", gateway, "dev", new)):
             ctx.netns(node, "ip", *cmd)
     return apply
+
+
+#: Where the training workloads wrap the tape for gradient averaging.
+_WORKLOADS = "/opt/horovod/bin/tf2_synthetic_benchmark.py /opt/horovod/bin/digits_convergence.py"
+
+
+def _no_gradient_averaging(ctx: FaultContext) -> None:
+    """Inject: every node's training workloads use a plain GradientTape (no
+    DistributedGradientTape): each rank trains on its own gradients."""
+    for node in ctx.contract.node_names:
+        ctx.sh(node, f"for f in {_WORKLOADS}; do {_backup('$f')} && "
+                     "sed -i 's/tape = hvd.DistributedGradientTape(tape)/pass  # refarch fault F10/' $f; done")
+
+
+def _gradient_averaging_back(ctx: FaultContext) -> None:
+    for node in ctx.contract.node_names:
+        ctx.sh(node, f"for f in {_WORKLOADS}; do {_restore('$f')}; done")
 
 
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
@@ -199,6 +219,14 @@ FAULTS: tuple[Fault, ...] = (
           message=r"{n1}: an Ansible file module cannot run as {user} \(become_user\): .*"
                   r"Failed to set permissions on the temporary files",
           source="issue 13 F9"),
+    Fault("F10", "training without gradient averaging (DistributedGradientTape removed on every node)",
+          inject=_no_gradient_averaging, revert=_gradient_averaging_back,
+          checks="test_property and (ranks_diverged or efficiency)",
+          must_fail=("test_property[convergence.ranks_diverged]",),
+          must_warn=("scaling.efficiency",),
+          message=r"convergence\.ranks_diverged = 1 ranks \(after training, the weights of rank 1 on {n1} differ "
+                  r"from rank 0's on {n0}: the ranks did not average their gradients\) is above the upper bound 0",
+          source="issue 13 F10"),
     Fault("F11", "the profile expects Horovod with PyTorch; the build has TensorFlow only",
           inject=_expect(**{"expect.horovod_build.frameworks": ["TensorFlow", "PyTorch"]}), revert=_expect_revert,
           checks="test_horovod_build", must_fail=("test_horovod_build[{n0}]", "test_horovod_build[{n1}]"),

@@ -1,9 +1,10 @@
 """Profiles: one YAML file per target that carries every expectation.
 
-A profile names the cloud, node count and flavor, what each node must have
-and the property thresholds; tests read expectations from it and hard-code
-none.  Thresholds are references with tolerances (after ReFrame): a target,
-a lower bound and an optional warning band.
+A profile names the cloud, node count and flavor, what each node must have,
+the workloads and the non-functional properties with their references;
+tests read expectations from it and hard-code none.  References carry
+tolerances (after ReFrame): a target, lower and/or upper bounds, an optional
+warning band, and their source.
 """
 
 from __future__ import annotations
@@ -128,23 +129,55 @@ class Smoke(_Strict):
     start_timeout_s: int = Field(120, ge=10)
 
 
-class Reference(_Strict):
-    """A performance reference: ``lower`` fails, below ``warn_below`` warns."""
+class Convergence(_Strict):
+    """The digits convergence workload (``digits_convergence.py``): the same
+    global batch (images per step over all ranks) and learning rate at every
+    world size."""
 
-    batch_size: int = Field(ge=1)
-    target: float = Field(gt=0, le=1.5)
-    lower: float = Field(ge=0)
+    epochs: int = Field(15, ge=1)
+    global_batch_size: int = Field(32, ge=1)
+    learning_rate: float = Field(0.1, gt=0)
+    test_fraction: float = Field(0.2, gt=0, lt=1)
+    seed: int = 42
+
+
+class Bounds(_Strict):
+    """A reference with tolerances (after ReFrame's references): the run
+    fails below ``lower`` or above ``upper`` and warns below ``warn_below``
+    or above ``warn_above``; ``target`` is what the architecture reaches."""
+
+    target: float | None = None
+    lower: float | None = None
+    upper: float | None = None
     warn_below: float | None = None
+    warn_above: float | None = None
 
     @model_validator(mode="after")
-    def _ordered(self) -> Reference:
-        if self.lower > self.target:
-            raise ValueError(f"lower {self.lower} is above target {self.target}")
+    def _bounded(self) -> Bounds:
+        if self.lower is None and self.upper is None:
+            raise ValueError("a reference needs a lower or an upper bound")
+        if self.lower is not None and self.upper is not None and self.lower > self.upper:
+            raise ValueError(f"lower {self.lower} is above upper {self.upper}")
         return self
 
 
-class Thresholds(_Strict):
-    scaling_efficiency: list[Reference]
+class Source(_Strict):
+    """Where a reference comes from: text (a paper, a measurement on a named
+    machine) and a URL where one exists."""
+
+    text: str = Field(min_length=3)
+    url: str | None = Field(None, pattern=r"^https?://")
+
+
+class PropertySpec(_Strict):
+    """One non-functional property of the profile (ids and units:
+    :data:`refarch.properties.KNOWN`).  ``skip`` is the profile's reason
+    why the property cannot run on it (reported as skipped, never absent)."""
+
+    unit: str
+    reference: Bounds
+    source: Source
+    skip: str | None = None
 
 
 class Timeouts(_Strict):
@@ -209,29 +242,28 @@ class Profile(_Strict):
     shared_storage: SharedStorage
     expect: Expect
     smoke: Smoke
-    thresholds: Thresholds
+    convergence: Convergence = Convergence()
+    #: group -> name -> spec; the property id is ``group.name``.
+    properties: dict[str, dict[str, PropertySpec]]
     timeouts_s: Timeouts = Timeouts()
     openstack: OpenStackSettings | None = None
     #: Controller-side globs of extra CA certificates every node must trust.
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
 
     @model_validator(mode="after")
-    def _threshold_for_batch(self) -> Profile:
-        self.efficiency_reference()
+    def _known_properties(self) -> Profile:
+        from .properties import KNOWN
+
+        for prop_id, spec in self.property_specs().items():
+            if prop_id not in KNOWN:
+                raise ValueError(f"properties.{prop_id}: unknown property; known: {', '.join(KNOWN)}")
+            if spec.unit != KNOWN[prop_id][0]:
+                raise ValueError(f"properties.{prop_id}: unit {spec.unit!r}, measured in {KNOWN[prop_id][0]!r}")
         return self
 
-    def efficiency_reference(self, batch_size: int | None = None) -> Reference:
-        """The scaling-efficiency reference for ``batch_size`` (default: the
-        smoke job's).
-
-        Raises:
-            ValueError: the profile has no reference for that batch size.
-        """
-        batch = batch_size or self.smoke.batch_size
-        for ref in self.thresholds.scaling_efficiency:
-            if ref.batch_size == batch:
-                return ref
-        raise ValueError(f"thresholds.scaling_efficiency has no entry for batch_size {batch}")
+    def property_specs(self) -> dict[str, PropertySpec]:
+        """{property id: spec} in the profile's order."""
+        return {f"{group}.{name}": spec for group, specs in self.properties.items() for name, spec in specs.items()}
 
 
 def available_profiles() -> list[str]:

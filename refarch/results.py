@@ -2,8 +2,10 @@
 
 ``results.json`` (schema version 1) holds: run id, profile, cloud,
 architecture version and pins hash, nodes, per-node versions, every check's
-outcome, the smoke job's images/sec per world size, scaling efficiency and
-its verdict, phase timings in seconds, and the teardown report.
+outcome, the smoke job's images/sec per world size, the convergence
+workload's runs, every non-functional property (id, unit, measured value,
+reference, verdict, source, evidence), phase timings in seconds, and the
+teardown report.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from .paths import VERSIONS_FILE, load_versions
 
 SCHEMA_VERSION = 1
 #: Phases in the order a run goes through them (for reports).
-PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "idempotence", "smoke", "teardown")
+PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "idempotence", "smoke", "properties",
+               "teardown")
 
 
 def ordered_phases(phases: dict[str, float]) -> dict[str, float]:
@@ -42,6 +45,9 @@ class Results:
     checks: list[dict] = field(default_factory=list)
     node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
     smoke: dict = field(default_factory=dict)
+    convergence: dict = field(default_factory=dict)
+    #: One entry per property of the profile, in the order they were judged.
+    properties: list[dict] = field(default_factory=list)
     nodes: list[dict] = field(default_factory=list)
     phases_s: dict[str, float] = field(default_factory=dict)
     #: Phases that run as tests (check, smoke): seconds, merged into phases_s.
@@ -57,6 +63,20 @@ class Results:
         """Record one check (a pytest test id) with its outcome."""
         self.checks.append({"id": nodeid, "outcome": outcome, "duration_s": round(duration_s, 2),
                             "message": message[:2000]})
+
+    def add_property(self, prop_id: str, spec, verdict: str, measured: float | None = None,
+                     message: str = "", evidence: dict | None = None) -> None:
+        """Record one property: ``spec`` is its
+        :class:`refarch.profile.PropertySpec`; ``verdict`` is pass, warn,
+        fail, skip (the profile's or the cluster's reason in ``message``) or
+        error (it could not be measured)."""
+        self.properties = [p for p in self.properties if p["id"] != prop_id]
+        self.properties.append({
+            "id": prop_id, "unit": spec.unit, "measured": measured,
+            "reference": spec.reference.model_dump(exclude_none=True), "verdict": verdict,
+            "source": spec.source.model_dump(exclude_none=True), "message": message[:2000],
+            "evidence": evidence or {},
+        })
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -79,6 +99,8 @@ class Results:
             "checks": self.checks,
             "check_counts": self.counts(),
             "smoke": self.smoke,
+            "convergence": self.convergence,
+            "properties": self.properties,
             "phases_s": ordered_phases(self.phases_s),
             "teardown": self.teardown,
             "errors": self.errors,
@@ -103,8 +125,11 @@ class Results:
         lines.append("  checks: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) if c else "  checks: none ran")
         for run in self.smoke.get("runs", []):
             lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on {','.join(sorted(set(run['hosts'])))}")
-        if "efficiency" in self.smoke:
-            lines.append(f"  scaling efficiency: {self.smoke['efficiency']:.1%} ({self.smoke.get('verdict', '')})")
+        for prop in self.properties:
+            ref = prop["reference"]
+            bounds = ", ".join(f"{k} {ref[k]:g}" for k in ("lower", "upper", "target") if k in ref)
+            value = "-" if prop["measured"] is None else f"{prop['measured']:.4g} {prop['unit']}"
+            lines.append(f"  property {prop['id']:<28} {value:<16} {prop['verdict'].upper():<5} ({bounds})")
         if self.phases_s:
             lines.append("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in ordered_phases(self.phases_s).items()))
         if self.teardown is not None:

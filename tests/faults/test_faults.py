@@ -5,6 +5,7 @@ in a child pytest attached to the cluster by its run id, exactly as
 
 Run with `tox -e faults` (deploys one local cluster for all cases)."""
 
+import json
 import re
 import subprocess
 import sys
@@ -16,14 +17,15 @@ import pytest
 
 from refarch import hostcmds
 from refarch.faults import FAULTS, FaultContext
-from refarch.paths import ROOT
+from refarch.paths import ROOT, runs_dir
 
 pytestmark = pytest.mark.integration
 
 
 def run_checks(run_id: str, selection: str, junit: Path) -> dict[str, tuple[str, str]]:
     """Run the selected integration checks against the kept cluster; returns
-    {test id: (outcome, failure message)}."""
+    {test id: (outcome, failure message)}; properties also as
+    {"property:<id>": (verdict, message)} from the run's results.json."""
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration"), "--run-id", run_id,
            "-k", selection, "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
     subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
@@ -39,6 +41,10 @@ def run_checks(run_id: str, selection: str, junit: Path) -> dict[str, tuple[str,
             outcomes[name] = ("skipped", "")
         else:
             outcomes[name] = ("passed", "")
+    results = runs_dir() / run_id / "results.json"
+    if results.is_file():
+        for prop in json.loads(results.read_text(encoding="utf-8")).get("properties", []):
+            outcomes[f"property:{prop['id']}"] = (prop["verdict"], prop.get("message", ""))
     return outcomes
 
 
@@ -75,8 +81,11 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results):
         want = fragment.format(n0=fault_context.node(0), n1=fault_context.node(1))
         passed = [n for n, (o, _) in outcomes.items() if want in n and o == "passed"]
         assert passed, f"{fault.id}: {want} did not pass on its own; outcomes: {outcomes}"
+    for prop_id in fault.must_warn:
+        verdict, message = outcomes.get(f"property:{prop_id}", ("absent", ""))
+        assert verdict == "warn", f"{fault.id}: property {prop_id} was not flagged (verdict {verdict}): {message}"
     pattern = fault.expected_message(fault_context)
     assert any(re.search(pattern, msg, re.M) for msg in failed.values()), (
         f"{fault.id}: no failure message matches {pattern!r}: {[m.splitlines()[0] for m in failed.values()]}")
-    still = [n for n, (o, _) in after.items() if o == "failed"]
+    still = [n for n, (o, _) in after.items() if o in ("failed", "fail")]
     assert not still, f"{fault.id}: after reverting, {still} still fail (the cluster is not healthy)"

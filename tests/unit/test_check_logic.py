@@ -28,14 +28,6 @@ def test_all_nodes_check_fails_when_ranks_share_a_host():
         test_smoke.test_training_on_all_nodes(runs, CLUSTER)
 
 
-def test_efficiency_check_fails_below_the_lower_bound():
-    results = SimpleNamespace(smoke={})
-    runs = {1: run(1, ["node1"], 30.0), 2: run(2, ["node1", "node2"], 18.0)}
-    with pytest.raises(AssertionError, match=r"scaling efficiency 30\.0% .* below the lower bound"):
-        test_smoke.test_scaling_efficiency(runs, CLUSTER, load_profile("local"), results)
-    assert results.smoke["verdict"] == "fail"
-
-
 def test_single_rank_check_fails_without_throughput():
     with pytest.raises(AssertionError):
         test_smoke.test_training_single_rank(run(1, ["node1"], 0.0))

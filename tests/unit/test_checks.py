@@ -3,7 +3,6 @@ from pathlib import Path
 import pytest
 
 from refarch import checks
-from refarch.profile import Reference
 
 DATA = Path(__file__).parent / "data"
 
@@ -42,23 +41,6 @@ def test_check_build_without_mpi_is_caught():
     text = "Horovod v0.28.1:\n\nAvailable Controllers:\n    [ ] MPI\n    [X] Gloo\n"
     built = checks.parse_check_build(text)
     assert checks.missing_build_features(built, [], ["MPI"]) == ["controller MPI"]
-
-
-def test_scaling_efficiency_arithmetic():
-    assert checks.scaling_efficiency(44.0, 37.6, 2) == pytest.approx(0.5851, abs=1e-4)
-    assert checks.scaling_efficiency(80.0, 10.0, 8) == 1.0
-    with pytest.raises(ValueError):
-        checks.scaling_efficiency(10.0, 0.0, 2)
-    with pytest.raises(ValueError):
-        checks.scaling_efficiency(10.0, 5.0, 0)
-
-
-def test_judge_bands():
-    ref = Reference(batch_size=16, target=0.55, lower=0.35, warn_below=0.45)
-    assert checks.judge(0.58, ref).status == "pass"
-    assert checks.judge(0.40, ref).status == "warn"
-    fail = checks.judge(0.30, ref)
-    assert fail.status == "fail" and "30.0%" in fail.message and "lower bound 35%" in fail.message
 
 
 def test_duplicates_and_consistency():

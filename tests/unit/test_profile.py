@@ -7,7 +7,7 @@ from refarch.profile import available_profiles, load_profile, parse_overrides
 def test_local_profile_loads():
     p = load_profile("local")
     assert p.cloud == "local" and p.nodes.count == 2
-    assert p.efficiency_reference().batch_size == p.smoke.batch_size
+    assert "scaling.efficiency" in p.property_specs()
 
 
 def test_unknown_profile_names_the_available_ones():
@@ -22,7 +22,7 @@ def test_unknown_profile_names_the_available_ones():
         ({"nodes.count": 9}, r"nodes\.count: Input should be less than or equal to 8"),
         ({"network.subnet_pool": "10.300.0.0/16"}, r"network\.subnet_pool: .*malformed subnet"),
         ({"network.subnet_pool": "10.1.0.0/28"}, r"larger than the pool"),
-        ({"smoke.batch_size": 32}, r"no entry for batch_size 32"),
+        ({"properties.scaling.efficiency.reference.upper": 0.1}, r"lower 0.35 is above upper 0.1"),
         ({"cloud": "aws"}, r"cloud: Input should be 'local' or 'openstack'"),
         ({"nodes.colour": "red"}, r"nodes\.colour: Extra inputs are not permitted"),
     ],

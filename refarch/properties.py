@@ -1,0 +1,117 @@
+"""Non-functional properties: what each one measures, and how a measured
+value is judged against the profile's reference.
+
+A profile's ``properties:`` section holds, per property id (``group.name``,
+e.g. ``scaling.efficiency``), the unit, the reference (target, lower and/or
+upper bound, optional warning band) and its source.  References with
+tolerances kept as data follow ReFrame's performance references
+(https://reframe-hpc.readthedocs.io/en/stable/tutorial.html, "reference"
+tuples of target, lower and upper threshold per system).  The tests in
+``tests/integration/test_properties.py`` measure each property (one JUnit
+test per id, ``test_property[scaling.efficiency]``) and judge it here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Property id -> (unit, what is measured).  A profile may only name these.
+KNOWN: dict[str, tuple[str, str]] = {
+    "scaling.efficiency": (
+        "ratio", "throughput(N) / (N x throughput(1)) of the synthetic benchmark, one rank per node "
+                 "(images/sec, smoke batch size)"),
+    "convergence.test_accuracy": (
+        "ratio", "held-out accuracy on scikit-learn's digits after the distributed training at np=N"),
+    "convergence.ranks_diverged": (
+        "ranks", "ranks whose weights after training differ (sha256 of the float32 bytes) from rank 0's"),
+    "convergence.loss_gap": (
+        "ratio", "|train loss(np=N) - train loss(np=1)| / train loss(np=1) after the same number of steps"),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """``status`` is pass, warn or fail; ``message`` names the figure, the
+    bound it crossed and the reference's source."""
+
+    status: str
+    message: str
+
+
+@dataclass
+class Measurement:
+    """One measured value (in the property's unit) and where it came from
+    (``evidence``: run, world sizes, log files), plus optional detail for
+    the message (e.g. which ranks differ)."""
+
+    value: float
+    evidence: dict = field(default_factory=dict)
+    detail: str = ""
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def judge(prop_id: str, value: float, spec, detail: str = "") -> Verdict:
+    """Judge ``value`` against ``spec`` (a :class:`refarch.profile.PropertySpec`).
+
+    Fails below ``reference.lower`` or above ``reference.upper``; warns below
+    ``warn_below``, or above ``warn_above`` (a figure far better than the
+    reference is suspicious: e.g. ranks that do not exchange gradients scale
+    "too well").  The message names the property, the figure with its unit,
+    the bound, the target and the source; ``detail`` (e.g. " (np=1 37.2,
+    np=2 41.0 images/sec)") follows the figure.
+    """
+    ref, unit = spec.reference, spec.unit
+    figure = f"{prop_id} = {_fmt(value)} {unit}{detail}"
+    context = []
+    if ref.target is not None:
+        context.append(f"target {_fmt(ref.target)}")
+    source = f"source: {spec.source.text}" + (f" <{spec.source.url}>" if spec.source.url else "")
+    tail = f" ({'; '.join([*context, source])})"
+    if ref.lower is not None and value < ref.lower:
+        return Verdict("fail", f"{figure} is below the lower bound {_fmt(ref.lower)}{tail}")
+    if ref.upper is not None and value > ref.upper:
+        return Verdict("fail", f"{figure} is above the upper bound {_fmt(ref.upper)}{tail}")
+    if ref.warn_below is not None and value < ref.warn_below:
+        return Verdict("warn", f"{figure} is in the warning band (below {_fmt(ref.warn_below)}){tail}")
+    if ref.warn_above is not None and value > ref.warn_above:
+        return Verdict("warn", f"{figure} is suspiciously far above the reference (warn above "
+                               f"{_fmt(ref.warn_above)}): check that the ranks really work together{tail}")
+    bounds = [f"lower {_fmt(ref.lower)}"] if ref.lower is not None else []
+    bounds += [f"upper {_fmt(ref.upper)}"] if ref.upper is not None else []
+    return Verdict("pass", f"{figure} is within the reference ({', '.join(bounds)}){tail}")
+
+
+def scaling_efficiency(throughput_n: float, throughput_1: float, world_size: int) -> float:
+    """throughput(N) / (N x throughput(1)); throughputs in images/sec.
+
+    Source: the usual weak-scaling definition used by the Horovod paper
+    (Sergeev & Del Balso 2018, arXiv:1802.05799).
+
+    Raises:
+        ValueError: a throughput is not positive or ``world_size`` < 1.
+    """
+    if throughput_1 <= 0 or throughput_n <= 0:
+        raise ValueError(f"throughputs must be positive (np=1: {throughput_1}, np={world_size}: {throughput_n})")
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    return throughput_n / (world_size * throughput_1)
+
+
+def diverged_ranks(hashes: list[str]) -> list[int]:
+    """Ranks whose weight hash differs from rank 0's (``hashes[r]`` is
+    rank r's sha256)."""
+    return [rank for rank, digest in enumerate(hashes) if digest != hashes[0]]
+
+
+def loss_gap(loss_n: float, loss_1: float) -> float:
+    """|loss_n - loss_1| / loss_1 (cross-entropy, unitless).
+
+    Raises:
+        ValueError: ``loss_1`` is not positive.
+    """
+    if loss_1 <= 0:
+        raise ValueError(f"np=1 loss {loss_1} is not positive")
+    return abs(loss_n - loss_1) / loss_1

@@ -1,0 +1,178 @@
+"""Training workloads on the deployed cluster, as session fixtures that the
+smoke checks and the properties share (each workload runs once per session).
+
+- ``single_rank_run`` / ``training_runs``: the synthetic-data benchmark
+  (``tf2_synthetic_benchmark.py``) at np=1 and np=N, one rank per node.
+- ``convergence_runs``: the digits convergence workload
+  (``digits_convergence.py``) at np=1 and np=N.
+
+Each run's whole output goes to ``logs/<workload>-np<N>.log`` in the run
+directory; a failure quotes the root-cause line and names that file.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from . import checks
+from .pytest_plugin import HOROVOD_PYTHON, run_as
+
+#: Bytes per training step the cluster interface must carry at least during
+#: np=N: any model's gradients are larger; what else crosses the interface
+#: meanwhile (SSH, the shared storage) is far less (seen: 3.2 GB received
+#: plus sent per node for 15 ResNet-50 steps at 64x64, batch 16).
+MIN_BYTES_PER_STEP = 1 << 20
+
+
+def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, log=None) -> dict:
+    """Run ``<venv>/bin/<script_args>`` with horovodrun (Gloo) on ``hostlist``
+    (``node1:1,node2:1``) from ``host`` as the training user; return the
+    parsed ``REFARCH_RESULT`` dict.  Across nodes Horovod is pinned to the
+    cluster interface; a single-host run talks over loopback (horovodrun
+    rejects an interface pin there).
+
+    Fails the test (pytest.fail) past ``timeouts_s.smoke`` seconds or when
+    the job prints no result, quoting the root-cause line of its output.
+    """
+    pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
+    script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
+           f" --start-timeout {profile.smoke.start_timeout_s} {script}")
+    r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
+    if log is not None:
+        log.write_text(f"$ {cmd}\nexit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
+    where = f" (full output: {log})" if log is not None else ""
+    name = script_args.split()[0]
+    if r.rc == 124:
+        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s{where}")
+    try:
+        return checks.parse_training_result(r.stdout)
+    except ValueError:
+        out = f"{r.stdout}\n{r.stderr}"
+        cause = checks.root_cause(out) or (out.strip().splitlines() or [""])[-1][-300:]
+        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
+
+
+def benchmark_args(profile) -> str:
+    """The synthetic benchmark's command line from the profile's ``smoke``."""
+    s = profile.smoke
+    return (f"tf2_synthetic_benchmark.py --model {shlex.quote(s.model)} --image-size {s.image_size}"
+            f" --batch-size {s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
+            f" --intra-op-threads {s.intra_op_threads}")
+
+
+def convergence_args(profile) -> str:
+    """The digits workload's command line from the profile's ``convergence``."""
+    c = profile.convergence
+    return (f"digits_convergence.py --epochs {c.epochs} --global-batch-size {c.global_batch_size}"
+            f" --learning-rate {c.learning_rate} --test-fraction {c.test_fraction} --seed {c.seed}")
+
+
+def log_path(cluster, name: str):
+    """``<run dir>/logs/<name>``, or None without a run directory."""
+    rundir = getattr(cluster, "rundir", None)
+    return rundir.logs / name if rundir is not None else None
+
+
+def prelaunch_problems(hosts, cluster, iface: str) -> list[str]:
+    """Nodes where the interface Horovod will be pinned to does not carry the
+    node's cluster address (Gloo would fail with "Unable to find address")."""
+    problems = []
+    for node in cluster.contract.nodes:
+        have = hosts[node.name].run(f"ip -o -4 addr show dev {shlex.quote(iface)} 2>&1").stdout
+        if f" {node.address}/" not in have:
+            actual = hosts[node.name].check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+            problems.append(f"{node.name}: interface {iface} does not carry its cluster address {node.address} "
+                            f"(its cluster interface is {actual or 'missing'})")
+    return problems
+
+
+def cluster_iface_bytes(hosts, cluster) -> dict[str, int]:
+    """Bytes received plus sent so far (kernel counters) on each node's
+    cluster interface."""
+    out = {}
+    for node in cluster.contract.nodes:
+        h = hosts[node.name]
+        iface = h.check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+        stats = f"/sys/class/net/{iface}/statistics"
+        out[node.name] = sum(int(v) for v in h.check_output(f"cat {stats}/rx_bytes {stats}/tx_bytes").split())
+    return out
+
+
+@contextmanager
+def _timed(results, phase: str):
+    """Add the seconds the block takes to ``results.test_phases_s[phase]``."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        spent = time.monotonic() - start
+        results.test_phases_s[phase] = round(results.test_phases_s.get(phase, 0) + spent, 1)
+
+
+def _launch_across(hosts, cluster, profile) -> None:
+    """Fail before launching np=N when the pinned interface is wrong on a node."""
+    first = hosts[cluster.contract.node_names[0]]
+    iface = run_as(first, profile.training_user.name, 'echo "$REFARCH_CLUSTER_IFACE"', timeout_s=30).stdout.strip()
+    problems = prelaunch_problems(hosts, cluster, iface)
+    if problems:
+        pytest.fail(f"not launched: Horovod would be pinned to {iface or '(unset)'}: " + "; ".join(problems))
+
+
+@pytest.fixture(scope="session")
+def single_rank_run(cluster, hosts, profile, results) -> dict:
+    """The benchmark at np=1 on the first node (judged on its own: a failure
+    across nodes does not hide whether one rank trains)."""
+    first = cluster.contract.node_names[0]
+    with _timed(results, "smoke"):
+        run = horovodrun(hosts[first], profile, benchmark_args(profile), f"{first}:1", 1,
+                         log_path(cluster, "smoke-np1.log"))
+    run["log"] = str(log_path(cluster, "smoke-np1.log"))
+    results.smoke["runs"] = [run]
+    results.smoke["config"] = profile.smoke.model_dump()
+    return run
+
+
+@pytest.fixture(scope="session")
+def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
+    """np=1 and np=N (one rank per node): {world size: result dict}.  Before
+    launching across nodes, the interface Horovod is pinned to must carry
+    the cluster address on every node; the cluster interfaces' byte
+    counters around np=N go into the result (``cluster_iface_bytes``)."""
+    names = cluster.contract.node_names
+    runs = {1: single_rank_run}
+    if len(names) > 1:
+        _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"smoke-np{len(names)}.log")
+        with _timed(results, "smoke"):
+            before = cluster_iface_bytes(hosts, cluster)
+            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile),
+                             ",".join(f"{n}:1" for n in names), len(names), log)
+            after = cluster_iface_bytes(hosts, cluster)
+        run["cluster_iface_bytes"] = {n: after[n] - before[n] for n in names}
+        run["log"] = str(log)
+        runs[len(names)] = run
+        results.smoke["runs"] = list(runs.values())
+    return runs
+
+
+@pytest.fixture(scope="session")
+def convergence_runs(cluster, hosts, profile, results) -> dict:
+    """The digits workload at np=1 and np=N: {world size: result dict}."""
+    names = cluster.contract.node_names
+    runs = {}
+    for world_size in sorted({1, len(names)}):
+        hostlist = ",".join(f"{n}:1" for n in names[:world_size])
+        if world_size > 1:
+            _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"convergence-np{world_size}.log")
+        with _timed(results, "properties"):
+            run = horovodrun(hosts[names[0]], profile, convergence_args(profile), hostlist, world_size, log)
+        run["log"] = str(log)
+        runs[world_size] = run
+    results.convergence = {"config": profile.convergence.model_dump(), "runs": list(runs.values())}
+    return runs

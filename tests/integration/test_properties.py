@@ -1,0 +1,119 @@
+"""Non-functional properties: one test per property of the profile
+(``test_property[scaling.efficiency]``), each measured on the cluster and
+judged against the profile's reference (refarch.properties.judge).
+
+Each measurement is a function below, registered under the property id; it
+returns a :class:`refarch.properties.Measurement` or skips with the reason
+the property cannot run on this cluster.  Every property of the profile is
+recorded in the results, skipped ones included.
+"""
+
+import warnings
+
+import pytest
+
+from refarch import properties
+from refarch.properties import Measurement
+from refarch.pytest_plugin import STATE
+
+pytestmark = [pytest.mark.integration, pytest.mark.run_phase("properties")]
+
+MEASURES = {}
+
+
+def measures(prop_id: str):
+    """Register the decorated function as the measurement of ``prop_id``."""
+    def register(func):
+        MEASURES[prop_id] = func
+        return func
+    return register
+
+
+def pytest_generate_tests(metafunc):
+    if "property_id" in metafunc.fixturenames:
+        state = metafunc.config.stash.get(STATE, None)
+        ids = list(state.profile.property_specs()) if state else ["no-profile"]
+        metafunc.parametrize("property_id", ids, ids=ids)
+
+
+def _across_nodes(cluster) -> int:
+    n = len(cluster.contract.node_names)
+    if n == 1:
+        pytest.skip("not run: the cluster has one node, nothing runs across nodes")
+    return n
+
+
+@measures("scaling.efficiency")
+def _efficiency(request) -> Measurement:
+    cluster = request.getfixturevalue("cluster")
+    n = _across_nodes(cluster)
+    runs = request.getfixturevalue("training_runs")
+    value = properties.scaling_efficiency(runs[n]["images_per_sec"], runs[1]["images_per_sec"], n)
+    return Measurement(value, {
+        "images_per_sec": {str(k): round(v["images_per_sec"], 2) for k, v in sorted(runs.items())},
+        "batch_size": runs[1]["batch_size"], "logs": [runs[k].get("log") for k in sorted(runs)]},
+        detail=f" (np=1 {runs[1]['images_per_sec']:.1f}, np={n} {runs[n]['images_per_sec']:.1f} images/sec)")
+
+
+def _convergence_at_n(request) -> tuple[dict, int]:
+    cluster = request.getfixturevalue("cluster")
+    n = _across_nodes(cluster)
+    return request.getfixturevalue("convergence_runs"), n
+
+
+@measures("convergence.test_accuracy")
+def _accuracy(request) -> Measurement:
+    runs, n = _convergence_at_n(request)
+    return Measurement(runs[n]["test_accuracy"], {
+        "world_size": n, "test_samples": runs[n]["test_samples"], "log": runs[n].get("log"),
+        "np1_test_accuracy": runs[1]["test_accuracy"]})
+
+
+@measures("convergence.ranks_diverged")
+def _diverged(request) -> Measurement:
+    runs, n = _convergence_at_n(request)
+    hashes = runs[n]["weight_sha256"]
+    diverged = properties.diverged_ranks(hashes)
+    hosts = runs[n]["hosts"]
+    detail = ""
+    if diverged:
+        detail = (" (after training, the weights of " + ", ".join(f"rank {r} on {hosts[r]}" for r in diverged)
+                  + f" differ from rank 0's on {hosts[0]}: the ranks did not average their gradients)")
+    return Measurement(len(diverged), {"world_size": n, "weight_sha256": hashes, "hosts": hosts,
+                                       "log": runs[n].get("log")}, detail)
+
+
+@measures("convergence.loss_gap")
+def _loss_gap(request) -> Measurement:
+    runs, n = _convergence_at_n(request)
+    value = properties.loss_gap(runs[n]["train_loss"], runs[1]["train_loss"])
+    return Measurement(value, {"train_loss": {"1": runs[1]["train_loss"], str(n): runs[n]["train_loss"]},
+                               "steps": runs[n]["steps"], "logs": [runs[1].get("log"), runs[n].get("log")]},
+                       detail=f" (train loss np=1 {runs[1]['train_loss']:.4f}, np={n} {runs[n]['train_loss']:.4f})")
+
+
+def test_property(property_id, request, profile, results, run_state):
+    """The property, measured on this cluster, is within the profile's
+    reference (fails with figure, bound and source; warns in the band)."""
+    spec = profile.property_specs()[property_id]
+    if spec.skip:
+        results.add_property(property_id, spec, "skip", message=f"profile {profile.name}: {spec.skip}")
+        pytest.skip(f"profile {profile.name}: {spec.skip}")
+    if property_id not in MEASURES:
+        results.add_property(property_id, spec, "skip", message="no measurement in this suite version")
+        pytest.skip(f"{property_id}: no measurement in this suite version")
+    try:
+        m = MEASURES[property_id](request)
+    except pytest.skip.Exception as exc:
+        results.add_property(property_id, spec, "skip", message=str(exc))
+        raise
+    except BaseException as exc:
+        results.add_property(property_id, spec, "error", message=f"not measured: {exc}"[:2000])
+        raise
+    verdict = properties.judge(property_id, m.value, spec, m.detail)
+    message = verdict.message
+    results.add_property(property_id, spec, verdict.status, m.value, message,
+                         {"run_id": run_state.run_id, **m.evidence})
+    if verdict.status == "warn":
+        warnings.warn(message, stacklevel=1)
+    assert verdict.status != "fail", message
