@@ -54,8 +54,13 @@ class LocalCloud:
     def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
         net = cluster.profile.network
         owner = Owner.current(cluster.rundir.path)  # the deploying process labels what it makes
-        subnet = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix, cluster.run_id, owner)
-        cluster.rundir.update_meta(subnet=subnet, owner=owner.labels())
+        # One block of twice the size: the cluster's subnet, and beside it the
+        # probe subnet whose first half is the run's admin range (the exposure
+        # probes stand there and outside it).
+        block = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix - 1, cluster.run_id, owner)
+        subnet, probe_subnet = localcloud.split_block(block)
+        admin_cidr = localcloud.probe_ranges(probe_subnet)["admin"]
+        cluster.rundir.update_meta(subnet=subnet, probe_subnet=probe_subnet, owner=owner.labels())
         storage = cluster.profile.shared_storage
         return {
             "run_id": cluster.run_id,
@@ -68,6 +73,7 @@ class LocalCloud:
             "ssh_known_hosts_file": str(known_hosts),
             "shared_storage": {"export": storage.export, "mount_point": storage.mount_point},
             "labels": owner.labels(),
+            "admin_cidrs": [admin_cidr],
         }
 
     def tf_env(self, cluster: Cluster) -> dict:

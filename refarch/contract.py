@@ -10,6 +10,7 @@ Shape (``terraform output -json`` values)::
     ssh_bastion: null | {address: str, user: str}
     shared_storage: {server: str, server_address: str, export: str,
                      mount_point: str, type: "sshfs" | "nfs"}
+    network_policy: {admin_cidrs: [str], allowed: ["tcp/22"], ...}   # optional
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ CONTRACT_OUTPUTS = (
     "ssh_known_hosts_file", "shared_storage",
 )
 #: Outputs that may be absent: Terraform leaves out outputs whose value is null.
-OPTIONAL_OUTPUTS = ("ssh_bastion",)
+OPTIONAL_OUTPUTS = ("ssh_bastion", "network_policy")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,12 @@ class Contract:
 
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.raw, indent=2, sort_keys=True), encoding="utf-8")
+
+    @property
+    def network_policy(self) -> dict:
+        """What may reach the nodes from outside the cluster (``admin_cidrs``,
+        ``allowed`` as "tcp/22"); empty when the module does not say."""
+        return dict(self.raw.get("network_policy") or {})
 
     @property
     def node_names(self) -> list[str]:

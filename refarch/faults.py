@@ -139,6 +139,26 @@ def _gradient_averaging_back(ctx: FaultContext) -> None:
         ctx.sh(node, f"for f in {_WORKLOADS}; do {_restore('$f')}; done")
 
 
+def _exposed_port(ctx: FaultContext) -> None:
+    """Inject: a listener on 0.0.0.0:8099 on the second node, and a rule at
+    the head of the run's network policy that admits TCP 8099 from
+    anywhere (what a hand-edited security group does)."""
+    table = ctx.contract.network_policy["table"]
+    proc.run(["podman", "exec", "-d", ctx.container(ctx.node(1)), "python3", "-m", "http.server", "8099"], timeout=30)
+    proc.run(["nft", "insert", "rule", "inet", table, "forward", "tcp", "dport", "8099", "accept",
+              "comment", '"refarch-fault-exposed"'], timeout=30)
+
+
+def _exposed_port_revert(ctx: FaultContext) -> None:
+    table = ctx.contract.network_policy["table"]
+    listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout=30).stdout
+    for line in listing.splitlines():
+        if "refarch-fault-exposed" in line and "# handle " in line:
+            handle = line.rsplit("# handle ", 1)[1].strip()
+            proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle", handle], timeout=30)
+    ctx.sh(ctx.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False)
+
+
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
     node = ctx.node(1)
     find = "--no-index --find-links /srv/fault-wheels" if version != "2.15.1" else (
@@ -256,6 +276,14 @@ FAULTS: tuple[Fault, ...] = (
           message=r"not launched: Horovod would be pinned to eth0: {n1}: interface eth0 does not carry its "
                   r"cluster address \S+ \(its cluster interface is ens3\)",
           source="issue 13 F14"),
+    Fault("exposed-port", "a listener on 0.0.0.0 on one node, and a policy rule that admits it from anywhere",
+          inject=_exposed_port, revert=_exposed_port_revert,
+          checks="test_property and exposure",
+          must_fail=("test_property[exposure.outside_open_ports]", "test_property[exposure.admin_unexpected_ports]"),
+          must_pass=("test_property[exposure.password_auth_nodes]",),
+          message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ tcp/8099 open\) "
+                  r"is above the upper bound 0",
+          source="issue 7, security exposure"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

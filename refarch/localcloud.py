@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from . import hostcmds, proc
+from . import exposure, hostcmds, proc
 from .errors import PreflightError, RefarchError
 from .owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
 from .run import RunDir
@@ -112,6 +112,20 @@ def pick_subnet(pool: str, prefix: int, used: list[ipaddress.IPv4Network]) -> st
     raise RefarchError(f"no free /{prefix} left in subnet pool {pool}")
 
 
+def split_block(block: str) -> tuple[str, str]:
+    """A run's reserved block (``/prefix-1``) -> (cluster subnet, probe
+    subnet), its two halves."""
+    low, high = ipaddress.ip_network(block).subnets(prefixlen_diff=1)
+    return str(low), str(high)
+
+
+def probe_ranges(probe_subnet: str) -> dict[str, str]:
+    """The probe subnet's halves: ``admin`` (inside the run's admin range)
+    and ``outside`` (neither admin nor cluster)."""
+    admin, outside = ipaddress.ip_network(probe_subnet).subnets(prefixlen_diff=1)
+    return {"admin": str(admin), "outside": str(outside)}
+
+
 def _is_of_run(name: str, labels: dict | None, run_id: str) -> bool:
     """A resource belongs to ``run_id`` by its label, or by its name, as the
     OpenStack janitor matches names: every name a run gives is
@@ -130,7 +144,20 @@ def run_resources(run_id: str) -> dict[str, list[str]]:
                   if _is_of_run(c["Names"][0], c.get("Labels"), run_id)]
     networks = [n["name"] for n in _podman_json("network", "ls") if _is_of_run(n["name"], n.get("labels"), run_id)]
     volumes = [v["Name"] for v in _podman_json("volume", "ls") if _is_of_run(v["Name"], v.get("Labels"), run_id)]
-    return {"containers": containers, "networks": networks, "volumes": volumes}
+    return {"containers": containers, "networks": networks, "volumes": volumes,
+            "nft_tables": _policy_tables(run_id), "netns": exposure.run_netns(run_id)}
+
+
+def policy_table(run_id: str) -> str:
+    """The nftables table (family inet) of ``run_id``'s network policy
+    (descriptors/terraform/local: ``refarch_<run id with _ for ->``)."""
+    return "refarch_" + run_id.replace("-", "_")
+
+
+def _policy_tables(run_id: str) -> list[str]:
+    out = proc.run(["nft", "list", "tables"], timeout=30, check=False).stdout
+    want = f"table inet {policy_table(run_id)}"
+    return [policy_table(run_id)] if any(line.strip() == want for line in out.splitlines()) else []
 
 
 def run_labels() -> dict[str, dict[str, str]]:
@@ -213,6 +240,10 @@ def sweep(run_id: str, log: Path | None = None, found: dict[str, list[str]] | No
         proc.run(["podman", "network", "rm", "-f", name], timeout=60, log=log, check=False)
     for name in found["volumes"]:
         proc.run(["podman", "volume", "rm", "-f", name], timeout=60, log=log, check=False)
+    for name in found.get("nft_tables", []):
+        proc.run(["nft", "delete", "table", "inet", name], timeout=30, log=log, check=False)
+    if found.get("netns"):
+        exposure.remove_probes(run_id)
     return found
 
 

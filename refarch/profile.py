@@ -49,7 +49,7 @@ class Nodes(_Strict):
 
 class Network(_Strict):
     subnet_pool: str
-    subnet_prefix: int = Field(24, ge=16, le=28)
+    subnet_prefix: int = Field(24, ge=17, le=28)
 
     @field_validator("subnet_pool")
     @classmethod
@@ -59,8 +59,10 @@ class Network(_Strict):
 
     @model_validator(mode="after")
     def _prefix_fits(self) -> Network:
-        if ipaddress.ip_network(self.subnet_pool).prefixlen > self.subnet_prefix:
-            raise ValueError(f"subnet_prefix /{self.subnet_prefix} is larger than the pool {self.subnet_pool}")
+        # A run takes a block of two: its subnet and the exposure probes' one.
+        if ipaddress.ip_network(self.subnet_pool).prefixlen > self.subnet_prefix - 1:
+            raise ValueError(f"the pool {self.subnet_pool} cannot hold a /{self.subnet_prefix - 1} "
+                             f"(a run's /{self.subnet_prefix} and its probe subnet)")
         return self
 
 
@@ -104,6 +106,14 @@ class TimeSync(_Strict):
     max_offset_ms: float = Field(100, gt=0)
 
 
+class Exposure(_Strict):
+    """What a probe outside the cluster may find open on a node ("tcp/22"):
+    from the admin range, and from anywhere else."""
+
+    admin: list[str] = ["tcp/22"]
+    outside: list[str] = []
+
+
 class Expect(_Strict):
     """What every node must have.  GPU fields matter when gpus_per_node > 0."""
 
@@ -117,6 +127,7 @@ class Expect(_Strict):
     time: TimeSync = TimeSync()
     #: Sockets a node may listen on beyond loopback, as "tcp/22", "udp/123".
     listening: list[str] = ["tcp/22"]
+    exposure: Exposure = Exposure()
 
 
 class Smoke(_Strict):

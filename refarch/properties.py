@@ -26,6 +26,13 @@ KNOWN: dict[str, tuple[str, str]] = {
         "ranks", "ranks whose weights after training differ (sha256 of the float32 bytes) from rank 0's"),
     "convergence.loss_gap": (
         "ratio", "|train loss(np=N) - train loss(np=1)| / train loss(np=1) after the same number of steps"),
+    "exposure.outside_open_ports": (
+        "ports", "ports open on any node to a probe outside the admin range and the cluster, beyond "
+                 "expect.exposure.outside (TCP 1-65535 and UDP 123, nmap)"),
+    "exposure.admin_unexpected_ports": (
+        "ports", "ports open on any node to a probe in the admin range beyond expect.exposure.admin"),
+    "exposure.password_auth_nodes": (
+        "nodes", "nodes whose sshd offers password or keyboard-interactive login (nmap ssh-auth-methods)"),
 }
 
 

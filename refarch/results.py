@@ -46,6 +46,8 @@ class Results:
     node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
     smoke: dict = field(default_factory=dict)
     convergence: dict = field(default_factory=dict)
+    #: Exposure probes: {kind: {probe, range, open, ssh_methods, dropped, seconds}}.
+    exposure: dict = field(default_factory=dict)
     #: One entry per property of the profile, in the order they were judged.
     properties: list[dict] = field(default_factory=list)
     nodes: list[dict] = field(default_factory=list)
@@ -100,6 +102,7 @@ class Results:
             "check_counts": self.counts(),
             "smoke": self.smoke,
             "convergence": self.convergence,
+            "exposure": self.exposure,
             "properties": self.properties,
             "phases_s": ordered_phases(self.phases_s),
             "teardown": self.teardown,

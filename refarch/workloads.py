@@ -104,7 +104,7 @@ def cluster_iface_bytes(hosts, cluster) -> dict[str, int]:
 
 
 @contextmanager
-def _timed(results, phase: str):
+def timed(results, phase: str):
     """Add the seconds the block takes to ``results.test_phases_s[phase]``."""
     start = time.monotonic()
     try:
@@ -128,7 +128,7 @@ def single_rank_run(cluster, hosts, profile, results) -> dict:
     """The benchmark at np=1 on the first node (judged on its own: a failure
     across nodes does not hide whether one rank trains)."""
     first = cluster.contract.node_names[0]
-    with _timed(results, "smoke"):
+    with timed(results, "smoke"):
         run = horovodrun(hosts[first], profile, benchmark_args(profile), f"{first}:1", 1,
                          log_path(cluster, "smoke-np1.log"))
     run["log"] = str(log_path(cluster, "smoke-np1.log"))
@@ -148,7 +148,7 @@ def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
     if len(names) > 1:
         _launch_across(hosts, cluster, profile)
         log = log_path(cluster, f"smoke-np{len(names)}.log")
-        with _timed(results, "smoke"):
+        with timed(results, "smoke"):
             before = cluster_iface_bytes(hosts, cluster)
             run = horovodrun(hosts[names[0]], profile, benchmark_args(profile),
                              ",".join(f"{n}:1" for n in names), len(names), log)
@@ -170,7 +170,7 @@ def convergence_runs(cluster, hosts, profile, results) -> dict:
         if world_size > 1:
             _launch_across(hosts, cluster, profile)
         log = log_path(cluster, f"convergence-np{world_size}.log")
-        with _timed(results, "properties"):
+        with timed(results, "properties"):
             run = horovodrun(hosts[names[0]], profile, convergence_args(profile), hostlist, world_size, log)
         run["log"] = str(log)
         runs[world_size] = run

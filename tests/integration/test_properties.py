@@ -12,9 +12,10 @@ import warnings
 
 import pytest
 
-from refarch import properties
+from refarch import exposure, localcloud, properties
 from refarch.properties import Measurement
 from refarch.pytest_plugin import STATE
+from refarch.workloads import timed
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("properties")]
 
@@ -90,6 +91,87 @@ def _loss_gap(request) -> Measurement:
     return Measurement(value, {"train_loss": {"1": runs[1]["train_loss"], str(n): runs[n]["train_loss"]},
                                "steps": runs[n]["steps"], "logs": [runs[1].get("log"), runs[n].get("log")]},
                        detail=f" (train loss np=1 {runs[1]['train_loss']:.4f}, np={n} {runs[n]['train_loss']:.4f})")
+
+
+@pytest.fixture(scope="module")
+def exposure_scans(cluster, results) -> dict:
+    """{probe kind: ScanResult} from the admin and the outside probe (local
+    cloud); each result also carries ``dropped``: packets the run's network
+    policy dropped during that probe's scan."""
+    contract = cluster.contract
+    if contract.cloud != "local":
+        pytest.skip(f"not run: the exposure probes are built for the local cloud, not {contract.cloud}")
+    probe_subnet = cluster.rundir.read_meta().get("probe_subnet")
+    table = contract.network_policy.get("table")
+    if not probe_subnet or not table:
+        pytest.skip("not run: the cluster was deployed without a probe subnet or network policy (older run)")
+    probes = exposure.plan_probes(cluster.run_id, localcloud.probe_ranges(probe_subnet))
+    addresses = [n.address for n in contract.nodes]
+    scans = {}
+    exposure.remove_probes(cluster.run_id)  # what an interrupted scan of this run left
+    with timed(results, "properties"):
+        try:
+            for probe in probes:
+                exposure.create_probe(probe)
+            for probe in probes:
+                before = exposure.drop_count(table)
+                scans[probe.kind] = exposure.scan(probe, addresses)
+                scans[probe.kind].dropped = exposure.drop_count(table) - before
+        finally:
+            exposure.remove_probes(cluster.run_id)
+    results.exposure = {kind: {"probe": r.probe.address, "range": r.probe.cidr, "open": r.open_ports,
+                               "ssh_methods": r.ssh_methods, "dropped": r.dropped, "seconds": r.seconds}
+                        for kind, r in scans.items()}
+    return scans
+
+
+def _names(cluster) -> dict[str, str]:
+    return {n.address: n.name for n in cluster.contract.nodes}
+
+
+def _evidence(scan) -> dict:
+    return {"probe": scan.probe.address, "range": scan.probe.cidr, "open": scan.open_ports,
+            "dropped_packets": scan.dropped, "seconds": scan.seconds}
+
+
+@measures("exposure.outside_open_ports")
+def _outside(request) -> Measurement:
+    cluster, profile = request.getfixturevalue("cluster"), request.getfixturevalue("profile")
+    scan = request.getfixturevalue("exposure_scans")["outside"]
+    if scan.dropped == 0:
+        pytest.fail(f"the outside probe ({scan.probe.address}) scanned, but the run's network policy dropped "
+                    "nothing: its packets never reached the cluster, so the scan proves nothing")
+    found = exposure.unexpected(scan, profile.expect.exposure.outside, _names(cluster))
+    detail = f" (outside probe {scan.probe.address}: " + ", ".join(found) + " open)" if found else ""
+    return Measurement(len(found), _evidence(scan), detail)
+
+
+@measures("exposure.admin_unexpected_ports")
+def _admin(request) -> Measurement:
+    cluster, profile = request.getfixturevalue("cluster"), request.getfixturevalue("profile")
+    scan = request.getfixturevalue("exposure_scans")["admin"]
+    names = _names(cluster)
+    unreached = [names[a] for a in names if "tcp/22" not in scan.open_ports.get(a, [])]
+    if "tcp/22" in profile.expect.exposure.admin and unreached:
+        pytest.fail(f"the admin probe ({scan.probe.address}, {scan.probe.cidr}) cannot reach sshd on "
+                    f"{', '.join(unreached)}: the admin range must reach tcp/22 (and the scan proves nothing)")
+    found = exposure.unexpected(scan, profile.expect.exposure.admin, names)
+    detail = f" (admin probe {scan.probe.address}: " + ", ".join(found) + " open)" if found else ""
+    return Measurement(len(found), _evidence(scan), detail)
+
+
+@measures("exposure.password_auth_nodes")
+def _password(request) -> Measurement:
+    cluster = request.getfixturevalue("cluster")
+    scan = request.getfixturevalue("exposure_scans")["admin"]
+    names = _names(cluster)
+    unanswered = [names[a] for a in names if a not in scan.ssh_methods]
+    if unanswered:
+        pytest.fail(f"sshd on {', '.join(unanswered)} named no authentication methods to the admin probe "
+                    f"({scan.probe.address}): nmap ssh-auth-methods got no answer")
+    found = exposure.password_offered(scan, names)
+    detail = " (" + "; ".join(found) + " offered to the admin probe)" if found else ""
+    return Measurement(len(found), {"ssh_methods": {names[a]: m for a, m in scan.ssh_methods.items()}}, detail)
 
 
 def test_property(property_id, request, profile, results, run_state):

@@ -41,3 +41,26 @@ def test_a_run_whose_id_extends_ours_is_not_ours():
         assert localcloud.leaks(run_id) == {}
     finally:
         proc.run(["podman", "volume", "rm", "-f", other], timeout=60, check=False)
+
+
+def test_a_killed_runs_policy_table_and_probe_namespaces_are_leaks_and_are_swept():
+    """A run killed before terraform destroy (or during its exposure scan)
+    leaves its nftables policy table and probe namespaces: both are found
+    by the run id and removed by the sweep."""
+    from refarch import exposure
+
+    run_id = new_run_id("leak")
+    table = localcloud.policy_table(run_id)
+    probe = exposure.plan_probes(run_id, localcloud.probe_ranges("10.254.255.0/24"))[1]
+    proc.run(["nft", "add", "table", "inet", table], timeout=30)
+    try:
+        exposure.create_probe(probe)
+        assert localcloud.leaks(run_id) == {"nft_tables": [table], "netns": [probe.netns]}
+        swept = localcloud.sweep(run_id)
+        assert swept["nft_tables"] == [table] and swept["netns"] == [probe.netns]
+        assert localcloud.leaks(run_id) == {}
+        links = proc.run(["ip", "-o", "link", "show"], timeout=30).stdout
+        assert probe.host_if not in links, "the probe's veth outlived its namespace"
+    finally:
+        proc.run(["nft", "delete", "table", "inet", table], timeout=30, check=False)
+        exposure.remove_probes(run_id)

@@ -21,7 +21,7 @@ def test_unknown_profile_names_the_available_ones():
         ({"nodes.count": 0}, r"nodes\.count: Input should be greater than or equal to 1"),
         ({"nodes.count": 9}, r"nodes\.count: Input should be less than or equal to 8"),
         ({"network.subnet_pool": "10.300.0.0/16"}, r"network\.subnet_pool: .*malformed subnet"),
-        ({"network.subnet_pool": "10.1.0.0/28"}, r"larger than the pool"),
+        ({"network.subnet_pool": "10.1.0.0/24"}, r"the pool 10\.1\.0\.0/24 cannot hold a /23"),
         ({"properties.scaling.efficiency.reference.upper": 0.1}, r"lower 0.35 is above upper 0.1"),
         ({"cloud": "aws"}, r"cloud: Input should be 'local' or 'openstack'"),
         ({"nodes.colour": "red"}, r"nodes\.colour: Extra inputs are not permitted"),

@@ -29,13 +29,16 @@ def tf(tmp_path_factory):
     return t
 
 
-def test_plan_has_network_and_nodes(tf):
-    plan = tf.plan(output=True, tf_vars={**tf.base_vars, "node_count": 3})
+def test_plan_has_network_nodes_and_policy(tf):
+    plan = tf.plan(output=True, tf_vars={**tf.base_vars, "node_count": 3, "admin_cidrs": ["10.213.10.0/25"]})
     addresses = sorted(plan.resource_changes)
-    assert addresses == ["terraform_data.network", "terraform_data.node[0]", "terraform_data.node[1]",
-                         "terraform_data.node[2]"]
+    assert addresses == ["terraform_data.network", "terraform_data.network_policy", "terraform_data.node[0]",
+                         "terraform_data.node[1]", "terraform_data.node[2]"]
     node = plan.resource_changes["terraform_data.node[2]"]["change"]["after"]["input"]
     assert node["address"] == "10.213.9.12" and node["name"] == "hvd-unit-abcdef-node3"
+    policy = plan.resource_changes["terraform_data.network_policy"]["change"]["after"]["input"]
+    assert policy["table"] == "refarch_hvd_unit_abcdef" and policy["subnet"] == "10.213.9.0/24"
+    assert policy["admin"] == "10.213.10.0/25"
 
 
 @pytest.mark.parametrize(
@@ -45,6 +48,7 @@ def test_plan_has_network_and_nodes(tf):
         ({"subnet_cidr": "10.213.9.0/33"}, "subnet_cidr must be an IPv4 CIDR"),
         ({"run_id": "Bad_Id"}, "run_id must be 4-48 characters"),
         ({"flavor": {"memory_mb": 100}}, "flavor.memory_mb must be at least 512"),
+        ({"admin_cidrs": ["0.0.0.0/0"]}, "admin_cidrs must be IPv4 CIDRs, none of them the whole internet"),
     ],
 )
 def test_variable_validation(tf, override, message):

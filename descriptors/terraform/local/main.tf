@@ -2,6 +2,12 @@
 # host keys) on a run-scoped podman network.  Built-in terraform_data with
 # local-exec creates and destroys them; every resource carries the label
 # refarch.run_id=<run id> so that a sweep finds what a failed create left.
+#
+# The network policy is the OpenStack security group's: SSH from the admin
+# ranges (and the controller, this host), any traffic between the cluster's
+# members, nothing else.  It is an nftables table of its own per run
+# (inet refarch_<run id>), filtering what is forwarded to the run's subnet
+# and what this host sends there; destroy deletes it.
 
 module "layout" {
   source            = "../modules/node-layout"
@@ -84,6 +90,34 @@ resource "terraform_data" "node" {
     command = "${self.input.script} node-destroy"
     environment = {
       NAME = self.input.name
+    }
+  }
+}
+
+resource "terraform_data" "network_policy" {
+  input = {
+    table   = "refarch_${replace(var.run_id, "-", "_")}"
+    subnet  = var.subnet_cidr
+    members = join(",", [for n in terraform_data.node : n.output.address])
+    admin   = join(",", var.admin_cidrs)
+    script  = local.script
+  }
+
+  provisioner "local-exec" {
+    command = "${self.input.script} policy-create"
+    environment = {
+      TABLE   = self.input.table
+      SUBNET  = self.input.subnet
+      MEMBERS = self.input.members
+      ADMIN   = self.input.admin
+    }
+  }
+
+  provisioner "local-exec" {
+    when    = destroy
+    command = "${self.input.script} policy-destroy"
+    environment = {
+      TABLE = self.input.table
     }
   }
 }

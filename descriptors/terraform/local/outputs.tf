@@ -61,3 +61,12 @@ output "shared_storage" {
     type           = "sshfs"
   }
 }
+
+output "network_policy" {
+  description = "What may reach the nodes from outside the cluster: SSH (tcp/22) from admin_cidrs and the controller; the nftables table that enforces it."
+  value = {
+    admin_cidrs = var.admin_cidrs
+    allowed     = ["tcp/22"]
+    table       = terraform_data.network_policy.output.table
+  }
+}

@@ -101,3 +101,13 @@ variable "labels" {
     error_message = "labels keys must be lowercase letters, digits, '.', '_' or '-', and values one line each."
   }
 }
+
+variable "admin_cidrs" {
+  description = "Ranges besides the controller (this host) that may reach the nodes' SSH (the OpenStack module's admin_cidr). Nothing else outside the cluster reaches the nodes."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for c in var.admin_cidrs : can(cidrhost(c, 0)) && !contains(["0.0.0.0/0", "::/0"], c)])
+    error_message = "admin_cidrs must be IPv4 CIDRs, none of them the whole internet."
+  }
+}

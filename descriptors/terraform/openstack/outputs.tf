@@ -66,3 +66,12 @@ output "shared_storage" {
     device = "/dev/disk/by-id/virtio-${substr(openstack_blockstorage_volume_v3.shared.id, 0, 20)}"
   }
 }
+
+output "network_policy" {
+  description = "What may reach the nodes from outside the cluster: SSH (tcp/22) from admin_cidrs; the security group that enforces it."
+  value = {
+    admin_cidrs    = [var.admin_cidr]
+    allowed        = ["tcp/22"]
+    security_group = openstack_networking_secgroup_v2.cluster.name
+  }
+}

@@ -5,6 +5,8 @@
 #   network-destroy NETWORK
 #   node-create     NAME HOSTNAME_ ADDRESS NETWORK IMAGE MEMORY_MB RUN_ID PUBKEY_FILE KNOWN_HOSTS [LABELS]
 #   node-destroy    NAME
+#   policy-create   TABLE SUBNET MEMBERS [ADMIN]   (comma-separated lists)
+#   policy-destroy  TABLE
 # LABELS: extra podman labels, one key=value per line (the run's owner).
 set -eu
 
@@ -71,8 +73,38 @@ node-create)
 node-destroy)
     podman rm -f --ignore -t 5 "$NAME" >/dev/null
     ;;
+policy-create)
+    # New connections to the run's subnet: from its members, or SSH from an
+    # admin range (forwarded) or from this host (the controller); replies to
+    # what the nodes opened pass; everything else is dropped and counted.
+    admin_rule=""
+    if [ -n "${ADMIN:-}" ]; then
+        admin_rule="ip daddr $SUBNET ip saddr { $ADMIN } tcp dport 22 accept"
+    fi
+    nft -f - <<EOF_NFT
+table inet $TABLE {
+    chain forward {
+        type filter hook forward priority filter - 5; policy accept;
+        ip daddr $SUBNET ct state established,related accept
+        ip daddr $SUBNET ip saddr { $MEMBERS } accept
+        $admin_rule
+        ip daddr $SUBNET counter drop comment "refarch-policy-drop"
+    }
+    chain output {
+        type filter hook output priority filter - 5; policy accept;
+        ip daddr $SUBNET ct state established,related accept
+        ip daddr $SUBNET tcp dport 22 accept
+        ip daddr $SUBNET counter drop comment "refarch-policy-drop"
+    }
+}
+EOF_NFT
+    ;;
+policy-destroy)
+    # Gone already counts as destroyed.
+    nft delete table inet "$TABLE" 2>/dev/null || ! nft list table inet "$TABLE" >/dev/null 2>&1
+    ;;
 *)
-    echo "usage: $0 network-create|network-destroy|node-create|node-destroy" >&2
+    echo "usage: $0 network-create|network-destroy|node-create|node-destroy|policy-create|policy-destroy" >&2
     exit 2
     ;;
 esac
