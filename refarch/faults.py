@@ -193,8 +193,8 @@ FAULTS: tuple[Fault, ...] = (
           inject=lambda c: c.netns(c.node(1), "nft", _FIREWALL.format(cidr=c.contract.cluster_cidr)),
           revert=lambda c: c.netns(c.node(1), "nft", "delete table inet refarch_fault"),
           # After the revert, no probe listener may be left behind.
-          checks="test_peer_ports_reachable or test_listening_sockets_allowed",
-          must_fail=("test_peer_ports_reachable[",),
+          checks="test_peer_ports_reachable or test_listening_sockets_allowed or communication",
+          must_fail=("test_peer_ports_reachable[", "test_property[communication.busbw_to_tcp]"),
           message=r"{n0} -> {n1} \(\S+\) TCP \d+: timed out after 5 s", source="FAULTS.md F2"),
     Fault("F3", "the share's root-owned export: the training user cannot write",
           inject=lambda c: c.sh(c.node(0), "chown root:root /srv/shared && chmod 0755 /srv/shared"),

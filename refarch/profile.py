@@ -152,6 +152,17 @@ class Convergence(_Strict):
     seed: int = 42
 
 
+class Communication(_Strict):
+    """The communication measurement between every pair of nodes: raw TCP
+    for ``tcp_seconds`` (iperf3), then Horovod allreduce at each size in
+    ``sizes_mib`` (MiB), ``warmup`` untimed and ``iterations`` timed rounds."""
+
+    tcp_seconds: int = Field(3, ge=1, le=60)
+    sizes_mib: list[float] = Field([1, 16, 64], min_length=1)
+    warmup: int = Field(2, ge=0)
+    iterations: int = Field(5, ge=1)
+
+
 class Bounds(_Strict):
     """A reference with tolerances (after ReFrame's references): the run
     fails below ``lower`` or above ``upper`` and warns below ``warn_below``
@@ -254,6 +265,7 @@ class Profile(_Strict):
     expect: Expect
     smoke: Smoke
     convergence: Convergence = Convergence()
+    communication: Communication = Communication()
     #: group -> name -> spec; the property id is ``group.name``.
     properties: dict[str, dict[str, PropertySpec]]
     timeouts_s: Timeouts = Timeouts()

@@ -26,6 +26,9 @@ KNOWN: dict[str, tuple[str, str]] = {
         "ranks", "ranks whose weights after training differ (sha256 of the float32 bytes) from rank 0's"),
     "convergence.loss_gap": (
         "ratio", "|train loss(np=N) - train loss(np=1)| / train loss(np=1) after the same number of steps"),
+    "communication.busbw_to_tcp": (
+        "ratio", "lowest over node pairs of Horovod's allreduce bus bandwidth at the largest message size "
+                 "divided by raw TCP throughput between the same pair (iperf3)"),
     "exposure.outside_open_ports": (
         "ports", "ports open on any node to a probe outside the admin range and the cluster, beyond "
                  "expect.exposure.outside (TCP 1-65535 and UDP 123, nmap)"),

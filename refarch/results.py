@@ -46,6 +46,8 @@ class Results:
     node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
     smoke: dict = field(default_factory=dict)
     convergence: dict = field(default_factory=dict)
+    #: Per node pair: raw TCP (bytes/s) and allreduce bandwidths per size.
+    communication: dict = field(default_factory=dict)
     #: Exposure probes: {kind: {probe, range, open, ssh_methods, dropped, seconds}}.
     exposure: dict = field(default_factory=dict)
     #: One entry per property of the profile, in the order they were judged.
@@ -102,6 +104,7 @@ class Results:
             "check_counts": self.counts(),
             "smoke": self.smoke,
             "convergence": self.convergence,
+            "communication": self.communication,
             "exposure": self.exposure,
             "properties": self.properties,
             "phases_s": ordered_phases(self.phases_s),
@@ -128,6 +131,12 @@ class Results:
         lines.append("  checks: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) if c else "  checks: none ran")
         for run in self.smoke.get("runs", []):
             lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on {','.join(sorted(set(run['hosts'])))}")
+        for pair in self.communication.get("pairs", []):
+            if "error" in pair:
+                lines.append(f"  {'-'.join(pair['pair'])}: {pair['error']}")
+                continue
+            sizes = ", ".join(f"{s['bytes'] / (1 << 20):g} MiB {s['busbw_Bps'] / 1e9:.2f}" for s in pair["sizes"])
+            lines.append(f"  {'-'.join(pair['pair'])}: TCP {pair['tcp_Bps'] / 1e9:.2f} GB/s; allreduce busbw GB/s: {sizes}")
         for prop in self.properties:
             ref = prop["reference"]
             bounds = ", ".join(f"{k} {ref[k]:g}" for k in ("lower", "upper", "target") if k in ref)

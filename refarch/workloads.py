@@ -176,3 +176,77 @@ def convergence_runs(cluster, hosts, profile, results) -> dict:
         runs[world_size] = run
     results.convergence = {"config": profile.convergence.model_dump(), "runs": list(runs.values())}
     return runs
+
+
+#: Port the iperf3 server of a pair listens on while it is measured (between
+#: members: the network policy admits it).
+IPERF_PORT = 5201
+
+
+def iperf3_bytes_per_sec(client, server_host, server_address: str, user: str, seconds: int = 3) -> float:
+    """Raw TCP throughput from ``client`` to ``server_address`` in bytes/s
+    (iperf3, one stream, ``seconds`` long, received side).  The one-off
+    server on ``server_host`` is stopped afterwards, also on failure.
+
+    Raises:
+        RuntimeError: iperf3 failed; the message names both ends and
+            iperf3's error.
+    """
+    import json
+
+    pidfile = "/tmp/.refarch-iperf3.pid"
+    start = run_as(server_host, user, f"iperf3 -s -1 -D -p {IPERF_PORT} -I {pidfile}", timeout_s=30)
+    try:
+        if start.rc != 0:
+            raise RuntimeError(f"iperf3 server did not start: {(start.stderr or start.stdout).strip()[:300]}")
+        r = run_as(client, user, f"iperf3 -c {server_address} -p {IPERF_PORT} -t {seconds} -J --connect-timeout 5000",
+                   timeout_s=seconds + 30)
+        data = json.loads(r.stdout or "{}")
+        if "error" in data:
+            raise RuntimeError(f"iperf3 to {server_address}:{IPERF_PORT} failed: {data['error']}")
+        if r.rc != 0 or "end" not in data:
+            raise RuntimeError(f"iperf3 to {server_address}:{IPERF_PORT} failed (exit {r.rc}): "
+                               f"{(r.stderr or r.stdout).strip()[:300]}")
+        return data["end"]["sum_received"]["bits_per_second"] / 8
+    finally:
+        run_as(server_host, user, f"test -f {pidfile} && kill $(cat {pidfile}) 2>/dev/null; rm -f {pidfile}; true",
+               timeout_s=30)
+
+
+def allreduce_args(profile) -> str:
+    """The allreduce benchmark's command line from ``communication``."""
+    c = profile.communication
+    return (f"allreduce_bench.py --sizes-mib {','.join(str(s) for s in c.sizes_mib)}"
+            f" --warmup {c.warmup} --iterations {c.iterations}")
+
+
+@pytest.fixture(scope="session")
+def communication_runs(cluster, hosts, profile, results) -> list[dict]:
+    """For every pair of nodes (a, b): raw TCP a -> b (iperf3, bytes/s) and
+    Horovod's allreduce bus bandwidth between them per message size
+    (``allreduce_bench.py`` at np=2); one dict per pair.  A pair that cannot
+    be measured is reported with ``error`` naming both nodes."""
+    from itertools import combinations
+
+    user = profile.training_user.name
+    names = cluster.contract.node_names
+    pairs = []
+    with timed(results, "properties"):
+        if len(names) > 1:
+            _launch_across(hosts, cluster, profile)
+        for a, b in combinations(names, 2):
+            pair = {"pair": [a, b]}
+            try:
+                pair["tcp_Bps"] = iperf3_bytes_per_sec(hosts[a], hosts[b], cluster.contract.node(b).address, user,
+                                                       profile.communication.tcp_seconds)
+            except RuntimeError as exc:
+                pair["error"] = f"{a} -> {b}: {exc}"
+                pairs.append(pair)
+                continue
+            log = log_path(cluster, f"allreduce-{a}-{b}.log")
+            run = horovodrun(hosts[a], profile, allreduce_args(profile), f"{a}:1,{b}:1", 2, log)
+            pair["sizes"] = [{**s, "busbw_to_tcp": s["busbw_Bps"] / pair["tcp_Bps"]} for s in run["sizes"]]
+            pair["log"] = str(log)
+            pairs.append(pair)
+    results.communication = {"config": profile.communication.model_dump(), "pairs": pairs}
+    return pairs

@@ -93,6 +93,20 @@ def _loss_gap(request) -> Measurement:
                        detail=f" (train loss np=1 {runs[1]['train_loss']:.4f}, np={n} {runs[n]['train_loss']:.4f})")
 
 
+@measures("communication.busbw_to_tcp")
+def _busbw(request) -> Measurement:
+    _across_nodes(request.getfixturevalue("cluster"))
+    pairs = request.getfixturevalue("communication_runs")
+    errors = [p["error"] for p in pairs if "error" in p]
+    if errors:
+        pytest.fail("node pairs not measured: " + "; ".join(errors))
+    worst = min(pairs, key=lambda p: p["sizes"][-1]["busbw_to_tcp"])
+    last = worst["sizes"][-1]
+    detail = (f" ({'-'.join(worst['pair'])}: allreduce busbw {last['busbw_Bps'] / 1e9:.2f} GB/s at "
+              f"{last['bytes'] / (1 << 20):g} MiB, raw TCP {worst['tcp_Bps'] / 1e9:.2f} GB/s)")
+    return Measurement(last["busbw_to_tcp"], {"pairs": pairs}, detail)
+
+
 @pytest.fixture(scope="module")
 def exposure_scans(cluster, results) -> dict:
     """{probe kind: ScanResult} from the admin and the outside probe (local
