@@ -164,7 +164,23 @@ ROOT_CAUSE_PATTERNS = (
     r"Permission denied",
     r"ModuleNotFoundError|ImportError|undefined symbol",
     r"No such file or directory",
+    r"Horovod background loop uncaught exception|HorovodInternalError",
+    r"exit with status code",
 )
+#: Lines that never explain a failure: TensorFlow's start-up notices.
+NOISE_PATTERNS = (r"\] oneDNN custom operations", r"cpu_feature_guard", r"To enable the following instructions",
+                  r"This TensorFlow binary is optimized")
+
+
+def cause_line(output: str) -> str:
+    """:func:`root_cause`, or else the last line of ``output`` that is not
+    start-up noise (:data:`NOISE_PATTERNS`), at most 300 characters."""
+    found = root_cause(output)
+    if found:
+        return found
+    lines = [line.strip() for line in output.splitlines()
+             if line.strip() and not any(re.search(p, line) for p in NOISE_PATTERNS)]
+    return lines[-1][-300:] if lines else ""
 
 
 def root_cause(output: str) -> str:

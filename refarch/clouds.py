@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import ansible, image, localcloud, wheelhouse
+from . import ansible, image, localcloud, proc, wheelhouse
 from .errors import PreflightError
 from .owner import Owner
 from .profile import Profile
@@ -83,6 +83,14 @@ class LocalCloud:
         if cluster.wheelhouse is None:
             self.prepare(cluster)
         return {"horovod_wheelhouse_src": str(cluster.wheelhouse)}
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        """Power the node off (systemd in the container shuts down cleanly)."""
+        proc.run(["podman", "stop", "-t", "30", f"{cluster.run_id}-{name}"], timeout=90)
+
+    def start_node(self, cluster: Cluster, name: str) -> None:
+        """Power the node on again: same address, same disk, a fresh boot."""
+        proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout=90)
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
@@ -179,6 +187,18 @@ class OpenStackCloud:
     def ansible_vars(self, cluster: Cluster) -> dict:
         # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
         return {"horovod_wheelhouse_src": ""}
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        """Stop the node's server (SHUTOFF)."""
+        from . import openstack as ostk
+
+        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=False)
+
+    def start_node(self, cluster: Cluster, name: str) -> None:
+        """Start the node's server again (ACTIVE)."""
+        from . import openstack as ostk
+
+        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         from . import openstack as ostk

@@ -72,6 +72,9 @@ class Fault:
     must_pass: tuple[str, ...] = ()
     #: Property ids whose verdict must be "warn" (results.json of the checks).
     must_warn: tuple[str, ...] = ()
+    #: Stops and starts nodes: runs only with --long-properties (tox -e
+    #: availability), and its checks get --long-properties too.
+    long: bool = False
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
@@ -157,6 +160,29 @@ def _exposed_port_revert(ctx: FaultContext) -> None:
             handle = line.rsplit("# handle ", 1)[1].strip()
             proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle", handle], timeout=30)
     ctx.sh(ctx.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False)
+
+
+def _both(*steps):
+    """Inject or revert: each of ``steps`` in turn."""
+    def apply(ctx: FaultContext) -> None:
+        for step in steps:
+            step(ctx)
+    return apply
+
+
+_LAUNCHER = "/usr/local/bin/horovodrun-elastic"
+
+
+def _no_cooldown(ctx: FaultContext) -> None:
+    """Every node's elastic launcher loses --blacklist-cooldown-range:
+    Horovod then blacklists a failed host for good."""
+    for node in ctx.contract.node_names:
+        ctx.sh(node, f"{_backup(_LAUNCHER)} && sed -i '/--blacklist-cooldown-range/d' {_LAUNCHER}")
+
+
+def _cooldown_back(ctx: FaultContext) -> None:
+    for node in ctx.contract.node_names:
+        ctx.sh(node, _restore(_LAUNCHER))
 
 
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
@@ -284,6 +310,22 @@ FAULTS: tuple[Fault, ...] = (
           message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ tcp/8099 open\) "
                   r"is above the upper bound 0",
           source="issue 7, security exposure"),
+    Fault("not-mounted-at-boot", "the share is mounted by hand but not listed in /etc/fstab on one node",
+          inject=lambda c: c.sh(c.node(1), _backup("/etc/fstab") + r" && sed -i 's|^\(.* /shared .*\)$|#\1|' /etc/fstab"),
+          revert=lambda c: c.sh(c.node(1), _restore("/etc/fstab") + " && (mountpoint -q /shared || mount /shared)"),
+          checks="test_property and restart_healthy", long=True,
+          must_fail=("test_property[availability.restart_healthy_s]",),
+          message=r"{n1} healthy after [\d.]+ s, but checks fail after its restart \(without Ansible\): "
+                  r".*test_shared_storage_mounted\[{n1}\]: (AssertionError: )?{n1}: nothing mounted at /shared",
+          source="issue 7, node restart"),
+    Fault("no-cooldown", "elastic Horovod without a blacklist cooldown: a stopped node never rejoins",
+          inject=_both(_no_cooldown, _expect(**{"availability.step_timeout_s": 60})),
+          revert=_both(_cooldown_back, _expect_revert),
+          checks="test_property and (recovery or rejoin)", long=True,
+          must_fail=("test_property[availability.rejoin_s]",),
+          must_pass=("test_property[availability.recovery_s]",),
+          message=r"elastic job back at world size 2 after {n1} was listed again: not within 60 s",
+          source="issue 7, availability (measured by hand: never rejoined in 200 s)"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

@@ -333,3 +333,24 @@ class ThrowawayProject:
             admin_conn.identity.delete_project(self.project_id, ignore_missing=True)
             self.clouds_yaml.unlink(missing_ok=True)
         return removed
+
+
+def set_power(conn, server_name: str, on: bool, timeout_s: int = 600) -> None:
+    """Stop (``on=False``) or start a server by name and wait until it is
+    SHUTOFF or ACTIVE (openstacksdk's compute proxy).
+
+    Raises:
+        RefarchError: no such server, or it did not reach the state within
+            ``timeout_s`` seconds (the message names the server and state).
+    """
+    from openstack import exceptions
+
+    server = conn.compute.find_server(server_name, ignore_missing=True)
+    if server is None:
+        raise RefarchError(f"no server {server_name} in the project")
+    want = "ACTIVE" if on else "SHUTOFF"
+    (conn.compute.start_server if on else conn.compute.stop_server)(server)
+    try:
+        conn.compute.wait_for_server(server, status=want, failures=["ERROR"], interval=5, wait=timeout_s)
+    except exceptions.SDKException as exc:
+        raise RefarchError(f"server {server_name} did not become {want} within {timeout_s} s: {exc}") from None

@@ -163,6 +163,19 @@ class Communication(_Strict):
     iterations: int = Field(5, ge=1)
 
 
+class Availability(_Strict):
+    """The availability measurements (tox -e availability): the elastic
+    job commits every ``commit_every`` steps and sleeps ``step_sleep_s`` per
+    step; time limits in seconds for a node to be healthy after its start,
+    for the job to reach each expected world size, and for the whole job."""
+
+    commit_every: int = Field(10, ge=1)
+    step_sleep_s: float = Field(0.1, ge=0)
+    restart_timeout_s: int = Field(300, ge=10)
+    step_timeout_s: int = Field(240, ge=10)
+    job_timeout_s: int = Field(900, ge=60)
+
+
 class Bounds(_Strict):
     """A reference with tolerances (after ReFrame's references): the run
     fails below ``lower`` or above ``upper`` and warns below ``warn_below``
@@ -266,6 +279,7 @@ class Profile(_Strict):
     smoke: Smoke
     convergence: Convergence = Convergence()
     communication: Communication = Communication()
+    availability: Availability = Availability()
     #: group -> name -> spec; the property id is ``group.name``.
     properties: dict[str, dict[str, PropertySpec]]
     timeouts_s: Timeouts = Timeouts()

@@ -29,6 +29,15 @@ KNOWN: dict[str, tuple[str, str]] = {
     "communication.busbw_to_tcp": (
         "ratio", "lowest over node pairs of Horovod's allreduce bus bandwidth at the largest message size "
                  "divided by raw TCP throughput between the same pair (iperf3)"),
+    "availability.restart_healthy_s": (
+        "seconds", "a node stopped and started by the cloud: seconds from its start until SSH, the shared "
+                   "storage and the clock are healthy (its node checks must then pass without Ansible)"),
+    "availability.recovery_s": (
+        "seconds", "elastic Horovod: seconds from stopping a worker node to the first training step at N-1"),
+    "availability.rejoin_s": (
+        "seconds", "elastic Horovod: seconds from listing the restarted node again to the first step at N"),
+    "availability.steps_repeated": (
+        "steps", "elastic Horovod: the most steps trained twice after a reset (restored from the last commit)"),
     "exposure.outside_open_ports": (
         "ports", "ports open on any node to a probe outside the admin range and the cluster, beyond "
                  "expect.exposure.outside (TCP 1-65535 and UDP 123, nmap)"),
@@ -37,6 +46,12 @@ KNOWN: dict[str, tuple[str, str]] = {
     "exposure.password_auth_nodes": (
         "nodes", "nodes whose sshd offers password or keyboard-interactive login (nmap ssh-auth-methods)"),
 }
+
+
+#: Property groups that stop and start nodes: measured only when asked for
+#: (pytest --long-properties; tox -e availability), skipped with that reason
+#: otherwise.
+LONG_GROUPS = ("availability",)
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ Options (group "refarch"):
   --keep             keep a new cluster after the session
   --configure        with --run-id: run the playbook before the checks
   --destroy          with --run-id: destroy the cluster after the session
+  --long-properties  also measure the properties that stop and start nodes
   --existing-hosts X run only the node checks against existing hosts: "local"
                      (this machine) or an Ansible YAML inventory; needs --profile
 
@@ -77,6 +78,8 @@ def pytest_addoption(parser):
                     help="with --run-id: run the playbook before the checks")
     group.addoption("--destroy", dest="refarch_destroy", action="store_true",
                     help="with --run-id: destroy the cluster after the session")
+    group.addoption("--long-properties", dest="refarch_long", action="store_true",
+                    help="also measure the properties that stop and start nodes (availability)")
     group.addoption("--existing-hosts", dest="refarch_existing",
                     help='node checks only, against "local" (this machine) or an Ansible YAML inventory')
 

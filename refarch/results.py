@@ -21,7 +21,7 @@ from .paths import VERSIONS_FILE, load_versions
 SCHEMA_VERSION = 1
 #: Phases in the order a run goes through them (for reports).
 PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "idempotence", "smoke", "properties",
-               "teardown")
+               "availability", "teardown")
 
 
 def ordered_phases(phases: dict[str, float]) -> dict[str, float]:
@@ -46,6 +46,8 @@ class Results:
     node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
     smoke: dict = field(default_factory=dict)
     convergence: dict = field(default_factory=dict)
+    #: Restart and elastic runs: {"restart": {...}, "elastic": {...}}.
+    availability: dict = field(default_factory=dict)
     #: Per node pair: raw TCP (bytes/s) and allreduce bandwidths per size.
     communication: dict = field(default_factory=dict)
     #: Exposure probes: {kind: {probe, range, open, ssh_methods, dropped, seconds}}.
@@ -105,6 +107,7 @@ class Results:
             "smoke": self.smoke,
             "convergence": self.convergence,
             "communication": self.communication,
+            "availability": self.availability,
             "exposure": self.exposure,
             "properties": self.properties,
             "phases_s": ordered_phases(self.phases_s),

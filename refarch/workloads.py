@@ -53,7 +53,7 @@ def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, 
         return checks.parse_training_result(r.stdout)
     except ValueError:
         out = f"{r.stdout}\n{r.stderr}"
-        cause = checks.root_cause(out) or (out.strip().splitlines() or [""])[-1][-300:]
+        cause = checks.cause_line(out)
         pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
 
 
@@ -250,3 +250,220 @@ def communication_runs(cluster, hosts, profile, results) -> list[dict]:
             pairs.append(pair)
     results.communication = {"config": profile.communication.model_dump(), "pairs": pairs}
     return pairs
+
+
+# Availability: nodes stopped and started by the cloud driver ----------------------
+def node_clock(host) -> float:
+    """The node's clock now, in seconds since the epoch."""
+    return float(host.check_output("date +%s.%N"))
+
+
+def wait_until(what: str, predicate, timeout_s: float, interval_s: float = 1.0, on_timeout=None):
+    """Poll ``predicate()`` until it returns a truthy value (returned) or
+    ``timeout_s`` seconds pass; then pytest.fail naming ``what`` (plus
+    ``on_timeout()``, e.g. the root cause from a log)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = on_timeout() if on_timeout else ""
+            pytest.fail(f"{what}: not within {timeout_s:.0f} s{extra}")
+        time.sleep(interval_s)
+
+
+def node_healthy(cluster, name: str, mount_point: str) -> bool:
+    """The node answers SSH on a new connection, its share is usable (listed
+    within 10 s) and chrony is synchronised: what a restarted node needs
+    before it can train again."""
+    from . import proc
+
+    config = cluster.rundir.ssh_dir / "config"
+    check = (f"timeout 10 ls -A {shlex.quote(mount_point)} >/dev/null && "
+             "chronyc -n tracking | grep -q 'Leap status *: Normal'")
+    r = proc.run(["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
+                  "-o", "ConnectTimeout=3", name, check], timeout=30, check=False)
+    return r.returncode == 0
+
+
+def run_child_checks(run_id: str, selection: str, junit) -> dict[str, tuple[str, str]]:
+    """Run the node and cluster checks selected by ``selection`` (pytest -k)
+    against the kept cluster in a child pytest; {test id: (outcome,
+    message)}."""
+    import subprocess
+    import sys
+    import xml.etree.ElementTree as ET
+
+    from .paths import ROOT
+
+    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration" / "test_nodes.py"),
+           str(ROOT / "tests" / "integration" / "test_cluster.py"), "--run-id", run_id,
+           *(["-k", selection] if selection else []), "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if bad is not None:
+            outcomes[case.get("name")] = ("failed", (bad.get("message") or "").splitlines()[0][:300])
+        elif case.find("skipped") is not None:
+            outcomes[case.get("name")] = ("skipped", "")
+        else:
+            outcomes[case.get("name")] = ("passed", "")
+    return outcomes
+
+
+@pytest.fixture(scope="session")
+def restart_run(cluster, hosts, profile, results, run_state) -> dict:
+    """The last node is stopped and started again by the cloud driver;
+    ``healthy_s`` is the seconds from the start until SSH, the share and the
+    clock are healthy; then its node checks (and the cluster checks) run
+    again in a child pytest, without Ansible: ``failed`` lists any that
+    fail."""
+    names = cluster.contract.node_names
+    name, a = names[-1], profile.availability
+    mount = cluster.contract.shared_storage["mount_point"]
+    with timed(results, "availability"):
+        cluster.driver.stop_node(cluster, name)
+        start = time.monotonic()
+        try:
+            cluster.driver.start_node(cluster, name)
+            wait_until(f"{name} healthy after its restart (SSH, {mount} usable, chrony synchronised)",
+                       lambda: node_healthy(cluster, name, mount), a.restart_timeout_s)
+        except BaseException:
+            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            raise
+        healthy_s = time.monotonic() - start
+        run_state.reachability.pop(name, None)
+        junit = cluster.rundir.logs / f"restart-{name}-checks.xml"
+        others = [n for n in names if n != name]
+        outcomes = run_child_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit)
+    failed = {t: m for t, (o, m) in outcomes.items() if o == "failed"}
+    run = {"node": name, "healthy_s": round(healthy_s, 1), "checks_run": len(outcomes), "failed": failed,
+           "junit": str(junit)}
+    results.availability["restart"] = run
+    return run
+
+
+def _steps(text: str) -> list[dict]:
+    import json
+
+    out = []
+    for line in text.splitlines():
+        idx = line.find("REFARCH_STEP ")
+        if idx >= 0:
+            out.append(json.loads(line[idx + len("REFARCH_STEP "):]))
+    return out
+
+
+def steps_repeated(steps: list[dict]) -> int:
+    """The most steps trained twice after a reset: when rank 0's step count
+    goes back from ``s`` to ``r`` (restored from the last commit), steps
+    r..s were repeated (s - r + 1)."""
+    worst, high = 0, -1
+    for entry in steps:
+        if entry["step"] <= high:
+            worst = max(worst, high - entry["step"] + 1)
+        high = max(high, entry["step"])
+    return worst
+
+
+@pytest.fixture(scope="session")
+def elastic_run(cluster, hosts, profile, results) -> dict:
+    """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
+    the shared hosts file); mid-training the last node is taken out of the
+    hosts file and stopped, then started and listed again; the job is ended
+    once it trains at full size again.  Returns recovery_s (stop -> first
+    step at N-1), rejoin_s (listed again -> first step at N), the world
+    sizes seen, the steps repeated, and the job's result."""
+    names = cluster.contract.node_names
+    n, first, victim = len(names), names[0], names[-1]
+    a, user = profile.availability, profile.training_user.name
+    mount = cluster.contract.shared_storage["mount_point"]
+    token = f"{cluster.run_id}-{int(time.time())}"
+    hosts_file, until = f"{mount}/.horovod/elastic-hosts", f"{mount}/.horovod/refarch-elastic-done-{token}"
+    log = f"/tmp/refarch-elastic-{token}.log"
+    node1 = hosts[first]
+    original = run_as(node1, user, f"cat {hosts_file}", timeout_s=30).stdout
+    slots = {line.split(":")[0]: line for line in original.split() if ":" in line}
+
+    def listing(members):
+        text = "\\n".join(slots.get(m, f"{m}:1") for m in members)
+        run_as(node1, user, f"printf '{text}\\n' > {hosts_file}.new && mv {hosts_file}.new {hosts_file}", timeout_s=30)
+
+    def read_log() -> str:
+        return run_as(node1, user, f"cat {log} 2>/dev/null", timeout_s=30).stdout
+
+    def cause() -> str:
+        text = read_log()
+        return f": {checks.cause_line(text) or 'the job printed nothing'} (full output: {local_log})"
+
+    def still_training() -> str:
+        steps = _steps(read_log())
+        if not steps or steps[-1]["t"] <= t_listed:
+            return cause()
+        last = steps[-1]
+        return (f"; it trains on at world size {last['size']} (step {last['step']}), so {victim} was never "
+                "taken back (Horovod blacklists a failed host for good unless --blacklist-cooldown-range is given)")
+
+    def step_where(cond):
+        return next((s for s in _steps(read_log()) if cond(s)), None)
+
+    script = (f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/elastic_train.py --until-file {until}"
+              f" --commit-every {a.commit_every} --step-sleep {a.step_sleep_s}")
+    cmd = (f"cd /tmp && horovodrun-elastic --min-np {n - 1} --max-np {n} -np {n}"
+           f" --start-timeout {profile.smoke.start_timeout_s} {script} > {log} 2>&1")
+    box: dict = {}
+    local_log = log_path(cluster, "elastic.log")
+    import threading
+
+    job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
+                           daemon=True)
+    stopped = False
+    with timed(results, "availability"):
+        listing(names)
+        job.start()
+        try:
+            wait_until(f"elastic job trains at world size {n}", lambda: step_where(
+                lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
+            listing(names[:-1])
+            t_stop = node_clock(node1)
+            cluster.driver.stop_node(cluster, victim)
+            stopped = True
+            shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was stopped",
+                                lambda: step_where(lambda s: s["size"] == n - 1 and s["t"] > t_stop),
+                                a.step_timeout_s, on_timeout=cause)
+            cluster.driver.start_node(cluster, victim)
+            stopped = False
+            wait_until(f"{victim} healthy after its start", lambda: node_healthy(cluster, victim, mount),
+                       a.restart_timeout_s)
+            listing(names)
+            t_listed = node_clock(node1)
+            grown = wait_until(f"elastic job back at world size {n} after {victim} was listed again",
+                               lambda: step_where(lambda s: s["size"] == n and s["t"] > t_listed),
+                               a.step_timeout_s, on_timeout=still_training)
+            run_as(node1, user, f"touch {until}", timeout_s=30)
+            job.join(a.job_timeout_s)
+        finally:
+            if stopped:
+                cluster.driver.start_node(cluster, victim)
+            if job.is_alive():
+                run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f horovodrun", timeout_s=60)
+                job.join(60)
+            listing(names)
+            text = read_log()
+            if local_log is not None:
+                local_log.write_text(text, encoding="utf-8")
+            run_as(node1, user, f"rm -f {until} {log}", timeout_s=30)
+    r = box.get("r")
+    if r is None or r.rc != 0:
+        pytest.fail(f"elastic job did not finish (exit {getattr(r, 'rc', '?')}): "
+                    f"{checks.cause_line(text) or 'it printed nothing'} (full output: {local_log})")
+    steps = _steps(text)
+    sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
+    run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
+           "rejoin_s": round(grown["t"] - t_listed, 2), "steps_repeated": steps_repeated(steps),
+           "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
+           "log": str(local_log)}
+    results.availability["elastic"] = run
+    return run

@@ -22,12 +22,13 @@ from refarch.paths import ROOT, runs_dir
 pytestmark = pytest.mark.integration
 
 
-def run_checks(run_id: str, selection: str, junit: Path) -> dict[str, tuple[str, str]]:
+def run_checks(run_id: str, selection: str, junit: Path, long: bool = False) -> dict[str, tuple[str, str]]:
     """Run the selected integration checks against the kept cluster; returns
     {test id: (outcome, failure message)}; properties also as
     {"property:<id>": (verdict, message)} from the run's results.json."""
     cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration"), "--run-id", run_id,
-           "-k", selection, "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
+           "-k", selection, "-p", "no:cacheprovider", "-q", f"--junitxml={junit}",
+           *(["--long-properties"] if long else [])]
     subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -56,14 +57,16 @@ def fault_context(cluster, profile):
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
-def test_fault_is_caught(fault, fault_context, tmp_path, results):
+def test_fault_is_caught(fault, fault_context, tmp_path, results, request):
+    if fault.long and not request.config.getoption("refarch_long"):
+        pytest.skip("stops and starts nodes: run with --long-properties (tox -e availability)")
     start = time.monotonic()
     fault.inject(fault_context)
     try:
-        outcomes = run_checks(fault_context.run_id, fault.checks, tmp_path / "faulty.xml")
+        outcomes = run_checks(fault_context.run_id, fault.checks, tmp_path / "faulty.xml", fault.long)
     finally:
         fault.revert(fault_context)
-    after = run_checks(fault_context.run_id, fault.checks, tmp_path / "reverted.xml")
+    after = run_checks(fault_context.run_id, fault.checks, tmp_path / "reverted.xml", fault.long)
     results.faults[fault.id] = round(time.monotonic() - start, 1)
 
     assert outcomes, f"{fault.id}: the selection {fault.checks!r} ran no check"

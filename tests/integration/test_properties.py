@@ -93,6 +93,38 @@ def _loss_gap(request) -> Measurement:
                        detail=f" (train loss np=1 {runs[1]['train_loss']:.4f}, np={n} {runs[n]['train_loss']:.4f})")
 
 
+@measures("availability.restart_healthy_s")
+def _restart(request) -> Measurement:
+    run = request.getfixturevalue("restart_run")
+    if run["failed"]:
+        pytest.fail(f"{run['node']} healthy after {run['healthy_s']} s, but checks fail after its restart "
+                    "(without Ansible): " + "; ".join(f"{t}: {m}" for t, m in sorted(run["failed"].items())))
+    return Measurement(run["healthy_s"], run, f" ({run['node']}; then {run['checks_run']} checks passed)")
+
+
+def _elastic(request) -> dict:
+    _across_nodes(request.getfixturevalue("cluster"))
+    return request.getfixturevalue("elastic_run")
+
+
+@measures("availability.recovery_s")
+def _recovery(request) -> Measurement:
+    run = _elastic(request)
+    return Measurement(run["recovery_s"], run, f" ({run['victim']} stopped; world sizes {run['world_sizes']})")
+
+
+@measures("availability.rejoin_s")
+def _rejoin(request) -> Measurement:
+    run = _elastic(request)
+    return Measurement(run["rejoin_s"], run, f" ({run['victim']} listed again; world sizes {run['world_sizes']})")
+
+
+@measures("availability.steps_repeated")
+def _repeated(request) -> Measurement:
+    run = _elastic(request)
+    return Measurement(run["steps_repeated"], run, f" (commit every {request.getfixturevalue('profile').availability.commit_every} steps)")
+
+
 @measures("communication.busbw_to_tcp")
 def _busbw(request) -> Measurement:
     _across_nodes(request.getfixturevalue("cluster"))
@@ -195,6 +227,10 @@ def test_property(property_id, request, profile, results, run_state):
     if spec.skip:
         results.add_property(property_id, spec, "skip", message=f"profile {profile.name}: {spec.skip}")
         pytest.skip(f"profile {profile.name}: {spec.skip}")
+    if property_id.split(".")[0] in properties.LONG_GROUPS and not request.config.getoption("refarch_long"):
+        reason = "not run: stops and starts nodes; measured with --long-properties (tox -e availability)"
+        results.add_property(property_id, spec, "skip", message=reason)
+        pytest.skip(reason)
     if property_id not in MEASURES:
         results.add_property(property_id, spec, "skip", message="no measurement in this suite version")
         pytest.skip(f"{property_id}: no measurement in this suite version")

@@ -262,3 +262,31 @@ def test_janitor_command_rejects_a_malformed_age(capsys):
 
     assert cli.main(["janitor", "--cloud", "ci", "--older-than", "six hours"]) == 2
     assert "malformed age 'six hours'" in capsys.readouterr().err
+
+
+# Stopping and starting a node (availability, restart) ----------------------------
+def test_stop_and_start_a_node_wait_for_the_state():
+    conn = fake_conn()
+    server = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE")
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = server
+    ostk.set_power(conn, "hvd-ci-abcdef-node2", on=False)
+    conn.compute.stop_server.assert_called_once_with(server)
+    assert conn.compute.wait_for_server.call_args.kwargs["status"] == "SHUTOFF"
+    ostk.set_power(conn, "hvd-ci-abcdef-node2", on=True)
+    conn.compute.start_server.assert_called_once_with(server)
+    assert conn.compute.wait_for_server.call_args.kwargs["status"] == "ACTIVE"
+
+
+def test_a_node_that_does_not_come_back_is_named():
+    from openstack import exceptions
+
+    conn = fake_conn()
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="SHUTOFF")
+    conn.compute.wait_for_server.side_effect = exceptions.ResourceTimeout("Timeout waiting for ACTIVE")
+    with pytest.raises(RefarchError, match=r"server hvd-ci-abcdef-node2 did not become ACTIVE within 600 s"):
+        ostk.set_power(conn, "hvd-ci-abcdef-node2", on=True)
+    conn.compute.find_server.return_value = None
+    with pytest.raises(RefarchError, match=r"no server hvd-ci-abcdef-node9"):
+        ostk.set_power(conn, "hvd-ci-abcdef-node9", on=False)

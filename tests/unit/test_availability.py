@@ -1,0 +1,83 @@
+"""Availability offline: an elastic job's log recorded on the local cloud
+(node2 stopped mid-training, started and listed again) parsed into world
+sizes and repeated steps, and the availability properties fed runs in
+place of a cluster."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from refarch import workloads
+from refarch.profile import load_profile
+from refarch.results import Results
+from tests.integration import test_properties
+
+DATA = Path(__file__).parent / "data" / "availability"
+
+
+def _recorded_steps():
+    return workloads._steps((DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8"))
+
+
+def test_the_recorded_job_went_from_two_to_one_and_back():
+    steps = _recorded_steps()
+    sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
+    assert sizes == [2, 1, 2]
+    assert 0 < workloads.steps_repeated(steps) <= 10  # at most the commit interval
+
+
+def test_steps_repeated_after_a_restore():
+    steps = [{"step": s} for s in (0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7)]
+    assert workloads.steps_repeated(steps) == 4  # 3..6 trained twice
+    assert workloads.steps_repeated([{"step": s} for s in range(5)]) == 0
+
+
+def _judge(prop_id, **fixtures):
+    cluster = SimpleNamespace(contract=SimpleNamespace(node_names=["node1", "node2"]))
+    values = {"cluster": cluster, "profile": load_profile("local"), **fixtures}
+    request = SimpleNamespace(getfixturevalue=lambda name: values[name],
+                              config=SimpleNamespace(getoption=lambda name: True))
+    results = Results("r", "local", "local")
+    test_properties.test_property(prop_id, request, values["profile"], results, SimpleNamespace(run_id="r"))
+    return results.properties[-1]
+
+
+ELASTIC = {"world_sizes": [2, 1, 2], "recovery_s": 0.33, "rejoin_s": 23.96, "steps_repeated": 8, "steps": 160,
+           "victim": "node2", "log": "runs/r/logs/elastic.log"}
+
+
+@pytest.mark.parametrize("prop_id", ["availability.recovery_s", "availability.rejoin_s",
+                                     "availability.steps_repeated"])
+def test_a_recorded_elastic_run_passes(prop_id):
+    assert _judge(prop_id, elastic_run=ELASTIC)["verdict"] == "pass"
+
+
+def test_more_steps_repeated_than_the_commit_interval_fail():
+    with pytest.raises(AssertionError, match=r"availability.steps_repeated = 25 steps \(commit every 10 steps\) "
+                                             r"is above the upper bound 10"):
+        _judge("availability.steps_repeated", elastic_run={**ELASTIC, "steps_repeated": 25})
+
+
+def test_a_slow_recovery_fails():
+    with pytest.raises(AssertionError, match=r"availability.recovery_s = 75 seconds \(node2 stopped; world sizes "
+                                             r"\[2, 1, 2\]\) is above the upper bound 60"):
+        _judge("availability.recovery_s", elastic_run={**ELASTIC, "recovery_s": 75})
+
+
+def test_checks_that_fail_after_a_restart_are_named():
+    run = {"node": "node2", "healthy_s": 1.4, "checks_run": 20, "junit": "x.xml",
+           "failed": {"test_shared_storage_mounted[node2]": "AssertionError: node2: nothing mounted at /shared"}}
+    with pytest.raises(pytest.fail.Exception, match=r"node2 healthy after 1.4 s, but checks fail after its restart "
+                                                     r"\(without Ansible\): test_shared_storage_mounted\[node2\]: "):
+        _judge("availability.restart_healthy_s", restart_run=run)
+
+
+def test_long_properties_are_skipped_with_the_reason_unless_asked_for():
+    cluster = SimpleNamespace(contract=SimpleNamespace(node_names=["node1", "node2"]))
+    request = SimpleNamespace(getfixturevalue=lambda name: cluster, config=SimpleNamespace(getoption=lambda n: False))
+    results = Results("r", "local", "local")
+    with pytest.raises(pytest.skip.Exception, match="--long-properties"):
+        test_properties.test_property("availability.rejoin_s", request, load_profile("local"), results,
+                                      SimpleNamespace(run_id="r"))
+    assert results.properties[0]["verdict"] == "skip"
