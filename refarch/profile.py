@@ -131,9 +131,16 @@ class Expect(_Strict):
 
 
 class Smoke(_Strict):
+    """The synthetic benchmark.  ``batch_size`` (images per rank per step)
+    is the one the smoke checks and the efficiency property use;
+    ``batch_sizes`` adds others to the scaling table; ``world_sizes`` lists
+    the world sizes measured (default 1..N, one rank per node)."""
+
     model: str
     image_size: int = Field(ge=32, le=512)
     batch_size: int = Field(ge=1)
+    batch_sizes: list[int] = []
+    world_sizes: list[int] = []
     warmup_steps: int = Field(ge=0)
     steps: int = Field(ge=1)
     intra_op_threads: int = Field(1, ge=1)
@@ -286,6 +293,20 @@ class Profile(_Strict):
     openstack: OpenStackSettings | None = None
     #: Controller-side globs of extra CA certificates every node must trust.
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
+
+    @model_validator(mode="after")
+    def _world_sizes_fit(self) -> Profile:
+        too_big = [w for w in self.smoke.world_sizes if not 1 <= w <= self.nodes.count]
+        if too_big:
+            raise ValueError(f"smoke.world_sizes {too_big} are not between 1 and nodes.count {self.nodes.count}")
+        return self
+
+    def scaling_points(self) -> list[tuple[int, int]]:
+        """(batch size, world size) pairs the scaling table measures: every
+        batch size at every world size (1..N unless ``smoke.world_sizes``)."""
+        sizes = sorted(set(self.smoke.world_sizes or range(1, self.nodes.count + 1)) | {1, self.nodes.count})
+        batches = [self.smoke.batch_size] + [b for b in self.smoke.batch_sizes if b != self.smoke.batch_size]
+        return [(b, w) for b in batches for w in sizes]
 
     @model_validator(mode="after")
     def _known_properties(self) -> Profile:

@@ -132,8 +132,14 @@ class Results:
             lines.append(f"  node {node['name']:<8} {node['address']}")
         c = self.counts()
         lines.append("  checks: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) if c else "  checks: none ran")
-        for run in self.smoke.get("runs", []):
-            lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on {','.join(sorted(set(run['hosts'])))}")
+        if self.smoke.get("scaling"):
+            for row in self.smoke["scaling"]:
+                lines.append(f"  batch {row['batch_size']} np={row['world_size']}: {row['images_per_sec']:.1f} images/sec, "
+                             f"efficiency {row['efficiency']:.1%}")
+        else:
+            for run in self.smoke.get("runs", []):
+                lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on "
+                             f"{','.join(sorted(set(run['hosts'])))}")
         for pair in self.communication.get("pairs", []):
             if "error" in pair:
                 lines.append(f"  {'-'.join(pair['pair'])}: {pair['error']}")

@@ -57,11 +57,12 @@ def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, 
         pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
 
 
-def benchmark_args(profile) -> str:
-    """The synthetic benchmark's command line from the profile's ``smoke``."""
+def benchmark_args(profile, batch_size: int | None = None) -> str:
+    """The synthetic benchmark's command line from the profile's ``smoke``
+    (``batch_size`` images per rank per step; default smoke.batch_size)."""
     s = profile.smoke
     return (f"tf2_synthetic_benchmark.py --model {shlex.quote(s.model)} --image-size {s.image_size}"
-            f" --batch-size {s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
+            f" --batch-size {batch_size or s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
             f" --intra-op-threads {s.intra_op_threads}")
 
 
@@ -158,6 +159,34 @@ def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
         runs[len(names)] = run
         results.smoke["runs"] = list(runs.values())
     return runs
+
+
+@pytest.fixture(scope="session")
+def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
+    """The scaling table: images/sec and efficiency for every (batch size,
+    world size) of :meth:`refarch.profile.Profile.scaling_points`; world
+    size w runs one rank on each of the first w nodes.  The smoke runs
+    (np=1, np=N at the smoke batch size) are reused."""
+    names = cluster.contract.node_names
+    table, by_point = [], {(profile.smoke.batch_size, w): r for w, r in training_runs.items()}
+    for batch, world_size in profile.scaling_points():
+        run = by_point.get((batch, world_size))
+        if run is None:
+            if world_size > 1:
+                _launch_across(hosts, cluster, profile)
+            log = log_path(cluster, f"scaling-b{batch}-np{world_size}.log")
+            with timed(results, "smoke"):
+                run = horovodrun(hosts[names[0]], profile, benchmark_args(profile, batch),
+                                 ",".join(f"{n}:1" for n in names[:world_size]), world_size, log)
+            run["log"] = str(log)
+            by_point[(batch, world_size)] = run
+        table.append({"batch_size": batch, "world_size": world_size, "images_per_sec": run["images_per_sec"],
+                      "hosts": run["hosts"], "log": run.get("log")})
+    for row in table:
+        single = by_point[(row["batch_size"], 1)]["images_per_sec"]
+        row["efficiency"] = row["images_per_sec"] / (row["world_size"] * single)
+    results.smoke["scaling"] = table
+    return table
 
 
 @pytest.fixture(scope="session")
@@ -373,9 +402,11 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
     the shared hosts file); mid-training the last node is taken out of the
     hosts file and stopped, then started and listed again; the job is ended
-    once it trains at full size again.  Returns recovery_s (stop -> first
-    step at N-1), rejoin_s (listed again -> first step at N), the world
-    sizes seen, the steps repeated, and the job's result."""
+    once it trains at full size again (or, when the node never rejoins,
+    after ``availability.step_timeout_s``).  Returns recovery_s (stop ->
+    first step at N-1), rejoin_s (listed again -> first step at N; None and
+    ``rejoin_error`` when it never came), the world sizes seen, the steps
+    repeated, and the job's result."""
     names = cluster.contract.node_names
     n, first, victim = len(names), names[0], names[-1]
     a, user = profile.availability, profile.training_user.name
@@ -419,7 +450,7 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
 
     job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
                            daemon=True)
-    stopped = False
+    stopped, rejoin_error = False, ""
     with timed(results, "availability"):
         listing(names)
         job.start()
@@ -439,9 +470,14 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
                        a.restart_timeout_s)
             listing(names)
             t_listed = node_clock(node1)
-            grown = wait_until(f"elastic job back at world size {n} after {victim} was listed again",
-                               lambda: step_where(lambda s: s["size"] == n and s["t"] > t_listed),
-                               a.step_timeout_s, on_timeout=still_training)
+            # A node that never rejoins fails the rejoin property only: the
+            # job is still ended and the recovery measured.
+            try:
+                grown = wait_until(f"elastic job back at world size {n} after {victim} was listed again",
+                                   lambda: step_where(lambda s: s["size"] == n and s["t"] > t_listed),
+                                   a.step_timeout_s, on_timeout=still_training)
+            except pytest.fail.Exception as exc:
+                grown, rejoin_error = None, str(exc)
             run_as(node1, user, f"touch {until}", timeout_s=30)
             job.join(a.job_timeout_s)
         finally:
@@ -462,7 +498,8 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     steps = _steps(text)
     sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
     run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
-           "rejoin_s": round(grown["t"] - t_listed, 2), "steps_repeated": steps_repeated(steps),
+           "rejoin_s": round(grown["t"] - t_listed, 2) if grown else None, "rejoin_error": rejoin_error,
+           "steps_repeated": steps_repeated(steps),
            "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
            "log": str(local_log)}
     results.availability["elastic"] = run

@@ -116,6 +116,8 @@ def _recovery(request) -> Measurement:
 @measures("availability.rejoin_s")
 def _rejoin(request) -> Measurement:
     run = _elastic(request)
+    if run["rejoin_s"] is None:
+        pytest.fail(run["rejoin_error"])
     return Measurement(run["rejoin_s"], run, f" ({run['victim']} listed again; world sizes {run['world_sizes']})")
 
 

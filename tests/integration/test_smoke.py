@@ -44,3 +44,12 @@ def test_training_used_the_cluster_interface(training_runs, cluster, hosts, prof
         if iface != want:
             wrong.append(f"{host_name}: Gloo used {iface or 'no interface'!r}, cluster interface is {want!r}")
     assert not wrong, "; ".join(wrong)
+
+
+def test_scaling_table(scaling_runs, profile):
+    """Every (batch size, world size) of the profile trained with one rank
+    on each of the first world-size nodes and reported images/sec."""
+    wrong = [f"batch {r['batch_size']} np={r['world_size']}: ranks on {r['hosts']}"
+             for r in scaling_runs if len(set(r["hosts"])) != r["world_size"] or r["images_per_sec"] <= 0]
+    assert {(r["batch_size"], r["world_size"]) for r in scaling_runs} == set(profile.scaling_points())
+    assert not wrong, "; ".join(wrong)

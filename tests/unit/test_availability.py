@@ -43,7 +43,7 @@ def _judge(prop_id, **fixtures):
     return results.properties[-1]
 
 
-ELASTIC = {"world_sizes": [2, 1, 2], "recovery_s": 0.33, "rejoin_s": 23.96, "steps_repeated": 8, "steps": 160,
+ELASTIC = {"world_sizes": [2, 1, 2], "recovery_s": 0.33, "rejoin_s": 23.96, "rejoin_error": "", "steps_repeated": 8, "steps": 160,
            "victim": "node2", "log": "runs/r/logs/elastic.log"}
 
 
@@ -81,3 +81,12 @@ def test_long_properties_are_skipped_with_the_reason_unless_asked_for():
         test_properties.test_property("availability.rejoin_s", request, load_profile("local"), results,
                                       SimpleNamespace(run_id="r"))
     assert results.properties[0]["verdict"] == "skip"
+
+
+def test_a_node_that_never_rejoins_fails_rejoin_but_recovery_is_still_judged():
+    never = {**ELASTIC, "world_sizes": [2, 1], "rejoin_s": None,
+             "rejoin_error": "elastic job back at world size 2 after node2 was listed again: not within 60 s; "
+                             "it trains on at world size 1 (step 628)"}
+    with pytest.raises(pytest.fail.Exception, match=r"not within 60 s; it trains on at world size 1"):
+        _judge("availability.rejoin_s", elastic_run=never)
+    assert _judge("availability.recovery_s", elastic_run=never)["verdict"] == "pass"

@@ -107,3 +107,11 @@ def test_root_squash_check_fails_when_root_can_write():
     node.sudo = lambda *a: nullcontext()
     with pytest.raises(AssertionError, match=r"node1: root can write to /shared \(export is not root-squashed\)"):
         test_nodes.test_shared_storage_root_squashed(node, "node1", load_profile("openstack-v100"))
+
+
+def test_scaling_table_check_fails_when_a_world_size_ran_on_fewer_nodes():
+    profile = load_profile("local")
+    table = [{"batch_size": 16, "world_size": 1, "images_per_sec": 30.0, "hosts": ["node1"]},
+             {"batch_size": 16, "world_size": 2, "images_per_sec": 40.0, "hosts": ["node1", "node1"]}]
+    with pytest.raises(AssertionError, match=r"batch 16 np=2: ranks on \['node1', 'node1'\]"):
+        test_smoke.test_scaling_table(table, profile)

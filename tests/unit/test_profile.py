@@ -55,3 +55,16 @@ def test_every_shipped_profile_is_valid():
 def test_root_as_training_user_is_rejected():
     with pytest.raises(ProfileError, match="training_user.name: .*must not be root"):
         load_profile("local", {"training_user.name": "root"})
+
+
+def test_scaling_points_cover_every_world_size_and_batch_size():
+    assert load_profile("local").scaling_points() == [(16, 1), (16, 2)]
+    p = load_profile("local", {"nodes.count": 3, "smoke.batch_sizes": [32]})
+    assert p.scaling_points() == [(16, 1), (16, 2), (16, 3), (32, 1), (32, 2), (32, 3)]
+    gpu = load_profile("openstack-v100")
+    assert {b for b, _ in gpu.scaling_points()} == {32, 196}
+
+
+def test_world_sizes_beyond_the_node_count_are_rejected():
+    with pytest.raises(ProfileError, match=r"smoke.world_sizes \[3\] are not between 1 and nodes.count 2"):
+        load_profile("local", {"smoke.world_sizes": [1, 3]})
