@@ -359,13 +359,58 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
     except yaml.YAMLError as exc:
         raise ProfileError(f"profile {path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
     for key, value in (overrides or {}).items():
+        _check_property_override(data, key)
         _set_path(data, key, value)
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise ProfileError(f"profile {data.get('name', path.stem)}: {where}: {first['msg']}") from None
+        hint = ""
+        if first["type"] == "extra_forbidden":
+            near = nearest_key(first["loc"])
+            hint = f"; did you mean {near}?" if near else ""
+        raise ProfileError(f"profile {data.get('name', path.stem)}: {where}: {first['msg']}{hint}") from None
+
+
+def _check_property_override(data: dict, key: str) -> None:
+    """``--set properties.<group>.<name>.…`` may change a property the
+    profile has, not invent one (a typo would otherwise read as a new,
+    incomplete property).
+
+    Raises:
+        ProfileError: no such property; names the nearest existing id.
+    """
+    import difflib
+
+    parts = key.split(".")
+    if parts[0] != "properties" or len(parts) < 4:
+        return
+    ids = [f"{g}.{n}" for g, specs in (data.get("properties") or {}).items() for n in (specs or {})]
+    want = f"{parts[1]}.{parts[2]}"
+    if want not in ids:
+        near = difflib.get_close_matches(want, ids, n=1, cutoff=0.6)
+        hint = f"; did you mean properties.{near[0]}?" if near else f"; the profile has {', '.join(ids)}"
+        raise ProfileError(f"override {key}: the profile has no property {want}{hint}")
+
+
+def nearest_key(loc: tuple) -> str | None:
+    """For a mistyped key at ``loc`` (e.g. ("nodes", "cuont")), the existing
+    dotted key it most resembles ("nodes.count"), by difflib's ratio."""
+    import difflib
+
+    model: Any = Profile
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(str(part))
+        if field is None:
+            return None
+        model = field.annotation
+        for candidate in getattr(model, "__args__", ()):  # Optional[X] -> X
+            if hasattr(candidate, "model_fields"):
+                model = candidate
+    names = list(getattr(model, "model_fields", {}))
+    match = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
+    return ".".join([*(str(p) for p in loc[:-1]), match[0]]) if match else None
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:

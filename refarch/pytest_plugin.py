@@ -258,7 +258,11 @@ def cluster(run_state: RunState, record_testsuite_property, request):
         say(config, f"refarch: teardown of run {state.run_id} done: nothing left "
                     f"({state.cluster.phases().get('teardown', 0):.0f} s)")
 
-    with guarded(teardown, keep=lambda: state.keep):
+    def teardown_with_logs():
+        collect_node_logs(config, state)
+        teardown()
+
+    with guarded(teardown_with_logs, keep=lambda: state.keep):
         if state.attached:
             state.cluster = Cluster.attach(state.run_id)
             if state.cluster.contract is None:
@@ -386,6 +390,45 @@ def run_as(host, user: str, command: str, timeout_s: int = 60):
     return host.run(f"sudo -n -u {user} -H timeout -k 5 {timeout_s} bash -lc {shlex.quote(command)}")
 
 
+# Node logs on failure ---------------------------------------------------------
+def collect_node_logs(config, state: RunState) -> None:
+    """When any test failed or errored, copy every node's logs to
+    ``runs/<id>/nodes/<node>/`` (refarch.nodelogs) before teardown; never
+    raises (a log that cannot be read must not hide the failure)."""
+    counts = state.results.counts()
+    cluster = state.cluster
+    if not (counts.get("failed") or counts.get("error")) or cluster is None or state.existing is not None:
+        return
+    if cluster.contract is None or state.results.node_logs:
+        return
+    from . import nodelogs
+
+    try:
+        state.reachability.clear()  # judge reachability now, not as it was during the checks
+        names = cluster.contract.node_names
+        down = {n: w for n in names if (w := probe_ssh(cluster, state, n))}
+        local = state.profile.cloud == "local"
+        written = nodelogs.collect(cluster.rundir.path, names, down,
+                                   container_of=(lambda n: f"{cluster.run_id}-{n}") if local else None)
+        state.results.node_logs = {"dir": str(cluster.rundir.path / "nodes"), "nodes": written}
+        say(config, f"refarch: node logs of the failed run in {cluster.rundir.path / 'nodes'}/")
+    except Exception as exc:  # noqa: BLE001 - diagnosis must not break teardown
+        say(config, f"refarch: node logs not collected: {exc}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed check's report names the folder its node's logs go to."""
+    report = yield
+    state = item.config.stash.get(STATE, None)
+    if report.failed and state is not None and state.existing is None and hasattr(report.longrepr, "addsection"):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        folder = runs_dir() / state.run_id / "nodes"
+        where = folder / params["node_name"] if "node_name" in params else folder
+        report.longrepr.addsection("node logs", f"collected before teardown into {where}/")
+    return report
+
+
 # Reporting --------------------------------------------------------------------
 def say(config, line: str) -> None:
     """Print ``line`` to the job's log at once, even while pytest captures
@@ -466,6 +509,8 @@ def pytest_sessionfinish(session, exitstatus):
             path = Path(session.config.option.xmlpath).with_name("results.json")
             state.results.write(path)
         return
+    if state.attached:
+        collect_node_logs(session.config, state)  # a kept cluster has no teardown to do it
     state.results.phases_s = {**state.cluster.phases(), **state.results.test_phases_s}
     if state.results.teardown is None:
         state.results.teardown = state.cluster.rundir.read_meta().get("teardown")

@@ -62,6 +62,8 @@ class Results:
     errors: list[str] = field(default_factory=list)
     #: Fault cases run (tox -e faults): id -> seconds to inject, check, revert.
     faults: dict[str, float] = field(default_factory=dict)
+    #: Where the nodes' logs went when a test failed: {"dir": path, "nodes": {node: [files]}}.
+    node_logs: dict = field(default_factory=dict)
     #: Set when a signal stopped the run: {"signal": "SIGTERM", "phase": "smoke"}.
     interrupted: dict | None = None
 
@@ -115,6 +117,7 @@ class Results:
             "errors": self.errors,
             "faults_s": self.faults,
             "interrupted": self.interrupted,
+            "node_logs": self.node_logs,
         }
 
     def write(self, path: Path) -> Path:
@@ -150,9 +153,13 @@ class Results:
             ref = prop["reference"]
             bounds = ", ".join(f"{k} {ref[k]:g}" for k in ("lower", "upper", "target") if k in ref)
             value = "-" if prop["measured"] is None else f"{prop['measured']:.4g} {prop['unit']}"
-            lines.append(f"  property {prop['id']:<28} {value:<16} {prop['verdict'].upper():<5} ({bounds})")
+            lines.append(f"  property {prop['id']:<32} {value:<16} {prop['verdict'].upper():<5} ({bounds})")
+            source = prop["source"].get("text", "") + (f" <{prop['source']['url']}>" if prop["source"].get("url") else "")
+            lines.append(f"      source: {source[:150]}")
         if self.phases_s:
             lines.append("  phases (s): " + ", ".join(f"{k} {v:.0f}" for k, v in ordered_phases(self.phases_s).items()))
+        if self.node_logs:
+            lines.append(f"  node logs (a test failed): {self.node_logs['dir']}/")
         if self.teardown is not None:
             left = self.teardown.get("leaks") or self.teardown.get("state")
             lines.append("  teardown: " + ("LEFT " + json.dumps(left) if left else "nothing left"))

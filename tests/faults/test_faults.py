@@ -7,6 +7,7 @@ Run with `tox -e faults` (deploys one local cluster for all cases)."""
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -61,6 +62,8 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results, request):
     if fault.long and not request.config.getoption("refarch_long"):
         pytest.skip("stops and starts nodes: run with --long-properties (tox -e availability)")
     start = time.monotonic()
+    logs = runs_dir() / fault_context.run_id / "nodes"
+    shutil.rmtree(logs, ignore_errors=True)
     fault.inject(fault_context)
     try:
         outcomes = run_checks(fault_context.run_id, fault.checks, tmp_path / "faulty.xml", fault.long)
@@ -87,6 +90,10 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results, request):
     for prop_id in fault.must_warn:
         verdict, message = outcomes.get(f"property:{prop_id}", ("absent", ""))
         assert verdict == "warn", f"{fault.id}: property {prop_id} was not flagged (verdict {verdict}): {message}"
+    # The failed run left every node's logs, and the failure names where.
+    assert (logs / fault_context.node(1)).is_dir(), f"{fault.id}: no node logs in {logs}"
+    assert any(f"collected before teardown into {logs}" in msg for msg in failed.values()), (
+        f"{fault.id}: no failure names the node logs folder")
     pattern = fault.expected_message(fault_context)
     assert any(re.search(pattern, msg, re.M) for msg in failed.values()), (
         f"{fault.id}: no failure message matches {pattern!r}: {[m.splitlines()[0] for m in failed.values()]}")

@@ -248,6 +248,11 @@ def test_property(property_id, request, profile, results, run_state):
     message = verdict.message
     results.add_property(property_id, spec, verdict.status, m.value, message,
                          {"run_id": run_state.run_id, **m.evidence})
+    node = getattr(request, "node", None)
+    if node is not None:  # JUnit <properties> of this test case
+        node.user_properties += [("measured", m.value), ("unit", spec.unit), ("verdict", verdict.status),
+                                 ("reference", spec.reference.model_dump_json(exclude_none=True)),
+                                 ("source", spec.source.text + (f" {spec.source.url}" if spec.source.url else ""))]
     if verdict.status == "warn":
         warnings.warn(message, stacklevel=1)
     assert verdict.status != "fail", message

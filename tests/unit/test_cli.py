@@ -46,3 +46,33 @@ def test_openstack_without_a_cloud_is_one_line_and_creates_nothing(tmp_path, mon
     assert err.startswith("refarch: error: clouds.yaml: Cloud refarch-ci was not found")
     assert len(err.splitlines()) == 1
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
+
+
+# The main job's arguments, checked before anything runs (issue 10) ---------------
+def test_main_job_help_is_the_suites_usage(capsys):
+    from refarch.cli import main
+
+    assert main(["check-args", "--help"]) == 3
+    out = capsys.readouterr().out
+    assert out.startswith("usage: ci/main-job.sh") and "local" in out and "--set KEY=VALUE" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "nodes.cuont=3"], "nodes.cuont: Extra inputs are not permitted; did you mean nodes.count?"),
+    (["--set", "nodes.flavor.memroy_mb=1"], "did you mean nodes.flavor.memory_mb?"),
+    (["--set", "properties.scaling.efficency.reference.lower=1"],
+     "the profile has no property scaling.efficency; did you mean properties.scaling.efficiency?"),
+    (["--profile", "nope"], "unknown profile 'nope'; available: local"),
+])
+def test_bad_main_job_arguments_exit_2_with_one_line(args, message, capsys):
+    from refarch.cli import main
+
+    assert main(["check-args", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ci/main-job.sh: error: ") and message in err
+
+
+def test_good_main_job_arguments_pass(capsys):
+    from refarch.cli import main
+
+    assert main(["check-args", "--keep", "--set", "nodes.count=3", "-k", "sshd"]) == 0

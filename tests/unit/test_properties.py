@@ -167,3 +167,23 @@ def test_results_json_carries_every_property(tmp_path):
     prop = data["properties"][0]
     assert {"id", "unit", "measured", "reference", "verdict", "source", "evidence"} <= set(prop)
     assert prop["source"]["url"].startswith("https://")
+
+
+def test_summary_gives_figure_verdict_bounds_and_source():
+    recorded, _ = _run_property("convergence.test_accuracy", load_profile("local"), convergence_runs=_convergence())
+    results = Results("r", "local", "local")
+    results.properties.append(recorded)
+    lines = results.summary_lines()
+    prop = next(i for i, line in enumerate(lines) if "convergence.test_accuracy" in line)
+    assert "PASS" in lines[prop] and "lower 0.9" in lines[prop]
+    assert lines[prop + 1].strip().startswith("source: scikit-learn's digits")
+
+
+def test_junit_gets_the_figure_and_its_reference(tmp_path):
+    node = SimpleNamespace(user_properties=[])
+    values = {"cluster": CLUSTER, "convergence_runs": _convergence()}
+    request = SimpleNamespace(getfixturevalue=lambda name: values[name], node=node)
+    test_properties.test_property("convergence.loss_gap", request, load_profile("local"),
+                                  Results("r", "local", "local"), SimpleNamespace(run_id="r"))
+    props = dict(node.user_properties)
+    assert props["verdict"] == "pass" and props["unit"] == "ratio" and '"upper":0.25' in props["reference"]
