@@ -105,14 +105,42 @@ def _sweep(args) -> int:
     return 0
 
 
-def _list(_args) -> int:
+def run_rows() -> list[dict]:
+    """One row per run directory, oldest first: run id, started (UTC),
+    profile, overrides, state (live, kept, destroyed, gone), outcome (from
+    results.json: passed, FAILED n, interrupted, or "-" without results)."""
     live = localcloud.all_run_ids()
-    for path in sorted(runs_dir().iterdir()):
+    rows = []
+    for path in runs_dir().iterdir():
         if not (path / "run.json").exists():
             continue
         meta = json.loads((path / "run.json").read_text())
         state = "live" if path.name in live else ("destroyed" if meta.get("destroyed") else "gone")
-        print(f"{path.name:<32} {meta.get('profile', '?'):<10} {state:<10} kept={meta.get('kept', False)}")
+        if state == "live" and meta.get("kept"):
+            state = "kept"
+        outcome = "-"
+        results = path / "results.json"
+        if results.exists():
+            data = json.loads(results.read_text())
+            counts = data.get("check_counts", {})
+            bad = counts.get("failed", 0) + counts.get("error", 0)
+            outcome = ("interrupted" if data.get("interrupted") else f"FAILED {bad}" if bad
+                       else f"passed {counts.get('passed', 0)}")
+        started = meta.get("started_at")
+        rows.append({"run_id": path.name, "started": dt.datetime.fromtimestamp(started, dt.timezone.utc)
+                     .strftime("%Y-%m-%d %H:%M") if started else "?", "profile": meta.get("profile", "?"),
+                     "overrides": " ".join(f"{k}={v}" for k, v in (meta.get("overrides") or {}).items()) or "-",
+                     "state": state, "outcome": outcome, "_t": started or 0})
+    return sorted(rows, key=lambda r: r["_t"])
+
+
+def _list(_args) -> int:
+    rows = run_rows()
+    fmt = "{run_id:<24} {started:<17} {profile:<14} {state:<10} {outcome:<12} {overrides}"
+    print(fmt.format(run_id="RUN ID", started="STARTED (UTC)", profile="PROFILE", state="STATE",
+                     outcome="OUTCOME", overrides="OVERRIDES"))
+    for row in rows:
+        print(fmt.format(**row))
     return 0
 
 
@@ -194,20 +222,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refarch", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="deploy and configure a cluster, and keep it")
-    up.add_argument("--profile", default="local")
-    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    from .profile import available_profiles
+
+    up.add_argument("--profile", default="local",
+                    help=f"profile in descriptors/profiles: {', '.join(available_profiles())} (default local)")
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a profile value by its dotted key, e.g. nodes.count=3")
     up.add_argument("--run-id", help="use this run id instead of a new one")
     up.add_argument("--no-configure", action="store_true", help="deploy only")
     up.add_argument("--keep-on-failure", action="store_true", help="do not tear down when a stage fails")
     up.set_defaults(func=_up)
     for name, func, text in (("configure", _configure, "run the playbook against a kept cluster"),
                              ("destroy", _destroy, "destroy a kept cluster and check nothing is left")):
-        sp = sub.add_parser(name, help=text)
-        sp.add_argument("run_id")
+        sp = sub.add_parser(name, help=text, description=text)
+        sp.add_argument("run_id", help="a run id from `refarch list`")
         sp.set_defaults(func=func)
-    t = sub.add_parser("test", help="run the checks and the smoke job against a kept cluster")
-    t.add_argument("run_id")
-    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    t = sub.add_parser("test", help="run the checks and the smoke job against a kept cluster",
+                       description="run tests/integration against the kept cluster RUN_ID (pytest --run-id)")
+    t.add_argument("run_id", help="a kept run's id (`refarch list`, state kept)")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="passed to pytest, e.g. -k sshd or --long-properties")
     t.set_defaults(func=_test)
     s = sub.add_parser("sweep", help="remove leftovers of runs by their run-id label")
     s.add_argument("run_ids", nargs="*")
@@ -215,7 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--include-kept", action="store_true", help="with --stale: kept runs too")
     s.add_argument("--dry-run", action="store_true")
     s.set_defaults(func=_sweep)
-    sub.add_parser("list", help="list runs").set_defaults(func=_list)
+    sub.add_parser("list", help="list runs: id, start, profile, state, outcome, overrides",
+                   description="list the run directories under runs/ (or $REFARCH_RUNS_DIR), oldest first"
+                   ).set_defaults(func=_list)
     c = sub.add_parser("check-args", help="validate the main job's arguments (profile, --set) before it runs",
                        add_help=False)
     c.add_argument("job_args", nargs=argparse.REMAINDER)

@@ -512,6 +512,10 @@ def pytest_sessionfinish(session, exitstatus):
     if state.attached:
         collect_node_logs(session.config, state)  # a kept cluster has no teardown to do it
     state.results.phases_s = {**state.cluster.phases(), **state.results.test_phases_s}
+    if not state.attached:
+        # run.json carries the same phases as results.json (check, smoke, ...
+        # too); sessions attached to a kept cluster do not pile theirs up there.
+        state.cluster.rundir.update_meta(phases=state.results.phases_s)
     if state.results.teardown is None:
         state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
     state.results.write(state.cluster.rundir.path / "results.json")

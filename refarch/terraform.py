@@ -109,6 +109,7 @@ class Terraform:
             raise
         finally:
             timer.cancel()
+            pidfile.unlink(missing_ok=True)  # terraform has exited: its pid means nothing now
             logger.removeHandler(handler)
             handler.close()
             # State holds every secret of the deployment in clear.

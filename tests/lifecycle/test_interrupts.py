@@ -9,6 +9,7 @@ Each test starts the suite itself as a child process on a one-node cluster
 (``tox -e teardown``); the child's run is what is interrupted.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -115,3 +116,9 @@ def test_sigkill_during_smoke_then_the_next_runs_stale_sweep(run_state):
     assert "sshd not active" in out or "terraform apply failed" in out, out[-2000:]
     assert '"containers"' in (nxt.rundir / "run.json").read_text(), "the failed deploy's sweep found no container"
     assert_nothing_left(nxt)
+    # A failed destroy says why (podman's own message), and no stale
+    # terraform pid file stays in the run directory.
+    teardown = json.loads((nxt.rundir / "run.json").read_text()).get("teardown") or {}
+    if teardown.get("destroy_error"):
+        assert "podman network rm" in teardown["destroy_error"], teardown["destroy_error"]
+    assert not (nxt.rundir / "bin" / "terraform.pid").exists()

@@ -76,3 +76,26 @@ def test_good_main_job_arguments_pass(capsys):
     from refarch.cli import main
 
     assert main(["check-args", "--keep", "--set", "nodes.count=3", "-k", "sshd"]) == 0
+
+
+def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, capsys):
+    import json
+
+    from refarch import localcloud
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(localcloud, "all_run_ids", lambda: {"hvd-a-kept01"})
+    for run_id, meta, counts in (
+            ("hvd-a-main01", {"destroyed": True, "started_at": 1796000000}, {"passed": 44}),
+            ("hvd-a-kept01", {"kept": True, "started_at": 1796000600, "overrides": {"nodes.count": 3}}, None),
+            ("hvd-a-fault1", {"destroyed": True, "started_at": 1796000300}, {"passed": 3, "failed": 1})):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "run.json").write_text(json.dumps({"profile": "local", **meta}))
+        if counts:
+            (tmp_path / run_id / "results.json").write_text(json.dumps({"check_counts": counts}))
+    assert cli.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "ID", "STARTED"]
+    assert [line.split()[0] for line in lines[1:]] == ["hvd-a-main01", "hvd-a-fault1", "hvd-a-kept01"]
+    assert "passed 44" in lines[1] and "FAILED 1" in lines[2]
+    assert "kept" in lines[3] and lines[3].endswith("nodes.count=3")

@@ -34,7 +34,13 @@ network-destroy)
     # Gone already counts as destroyed.  No --force: a container still
     # attached (a tainted node whose destroy provisioner never ran) makes this
     # fail loudly, and the suite's sweep by run-id label removes both.
-    podman network rm "$NETWORK" >/dev/null 2>&1 || ! podman network exists "$NETWORK"
+    # podman's own error goes to Terraform's output (and the teardown report).
+    if ! out=$(podman network rm "$NETWORK" 2>&1); then
+        if podman network exists "$NETWORK"; then
+            echo "podman network rm $NETWORK: $out" >&2
+            exit 1
+        fi
+    fi
     ;;
 node-create)
     eval "$LABEL_ARGS"
