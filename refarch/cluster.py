@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from . import ansible, proc
+from . import ansible, proc, progress
 from .clouds import driver_for
 from .contract import Contract
 from .errors import LeakError, RefarchError
@@ -86,12 +86,20 @@ class Cluster:
         return self.driver.prepared(self)
 
     # Phase bookkeeping ------------------------------------------------------
+    #: The log each phase writes (named in its progress lines).
+    PHASE_LOGS = {"image": "image.log", "wheel": "wheel.log", "deploy": "terraform.log",
+                  "configure": "ansible.log", "idempotence": "ansible-idempotence.log", "teardown": "terraform.log"}
+
     @contextmanager
     def phase(self, name: str):
-        """Time a phase; its seconds are added to ``run.json`` ``phases``."""
+        """Time a phase; its seconds are added to ``run.json`` ``phases``.
+        While it runs, a progress line every 30 s names the phase, the
+        previous run's duration and the log to follow."""
         start = time.monotonic()
+        estimate = progress.previous_duration(self.rundir.path.parent, name, exclude=self.run_id)
+        log = self.rundir.logs / self.PHASE_LOGS[name] if name in self.PHASE_LOGS else None
         try:
-            with in_phase(name):
+            with in_phase(name), progress.heartbeat(f"{name} of run {self.run_id}", estimate, log):
                 yield
         finally:
             elapsed = round(time.monotonic() - start, 1)

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from . import checks
+from . import checks, progress
 from .pytest_plugin import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
@@ -42,7 +42,8 @@ def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, 
     script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
     cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
            f" --start-timeout {profile.smoke.start_timeout_s} {script}")
-    r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
+    with progress.heartbeat(f"horovodrun {script_args.split()[0]} np={world_size} on {hostlist}", log=log):
+        r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
     if log is not None:
         log.write_text(f"$ {cmd}\nexit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
     where = f" (full output: {log})" if log is not None else ""
