@@ -134,6 +134,24 @@ def run_rows() -> list[dict]:
     return sorted(rows, key=lambda r: r["_t"])
 
 
+def _cache(args) -> int:
+    from . import caches
+
+    if args.action == "list":
+        for entry in caches.entries():
+            print(caches.describe(entry))
+        return 0
+    removed, problems = caches.prune(keep=args.keep, dry_run=args.dry_run)
+    verb = "would remove" if args.dry_run else "removed"
+    for entry in removed:
+        print(f"{verb} {caches.describe(entry)}")
+    for problem in problems:
+        print(f"kept (in use): {problem}")
+    if not removed:
+        print("nothing to prune")
+    return 0
+
+
 def _list(_args) -> int:
     rows = run_rows()
     fmt = "{run_id:<24} {started:<17} {profile:<14} {state:<10} {outcome:<12} {overrides}"
@@ -252,6 +270,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list runs: id, start, profile, state, outcome, overrides",
                    description="list the run directories under runs/ (or $REFARCH_RUNS_DIR), oldest first"
                    ).set_defaults(func=_list)
+    cc = sub.add_parser("cache", help="list or prune the node images and wheelhouses (one per pin set)",
+                        description="node images (podman) and wheelhouses (~/.cache/refarch): list them, or "
+                                    "prune all but the current pins' and the KEEP newest others")
+    cc.add_argument("action", choices=["list", "prune"])
+    cc.add_argument("--keep", type=int, default=1, help="with prune: newest other entries kept per kind (default 1)")
+    cc.add_argument("--dry-run", action="store_true", help="with prune: only say what would go")
+    cc.set_defaults(func=_cache)
     c = sub.add_parser("check-args", help="validate the main job's arguments (profile, --set) before it runs",
                        add_help=False)
     c.add_argument("job_args", nargs=argparse.REMAINDER)
