@@ -165,22 +165,28 @@ ROOT_CAUSE_PATTERNS = (
     r"ModuleNotFoundError|ImportError|undefined symbol",
     r"No such file or directory",
     r"Horovod background loop uncaught exception|HorovodInternalError",
-    r"exit with status code",
 )
-#: Lines that never explain a failure: TensorFlow's start-up notices.
+#: Lines that never explain a failure: TensorFlow's start-up notices, and
+#: the launcher's own summary of a rank that failed (the symptom).
 NOISE_PATTERNS = (r"\] oneDNN custom operations", r"cpu_feature_guard", r"To enable the following instructions",
-                  r"This TensorFlow binary is optimized")
+                  r"This TensorFlow binary is optimized", r"exit with status code",
+                  r"one or more processes exited with non-zero status", r"^-+ ?(stdout|stderr)$", r"^exit \d+$")
 
 
 def cause_line(output: str) -> str:
     """:func:`root_cause`, or else the last line of ``output`` that is not
-    start-up noise (:data:`NOISE_PATTERNS`), at most 300 characters."""
+    start-up noise (:data:`NOISE_PATTERNS`), preferring what a rank printed
+    (``[1]<stderr>: ...``) over the launcher's traceback; at most 300
+    characters."""
     found = root_cause(output)
     if found:
         return found
     lines = [line.strip() for line in output.splitlines()
              if line.strip() and not any(re.search(p, line) for p in NOISE_PATTERNS)]
-    return lines[-1][-300:] if lines else ""
+    # What a rank printed explains more than the launcher's traceback after it.
+    ranks = [line for line in lines if re.match(r"\[\d+\]<std(err|out)>:.*\S", line)]
+    pick = ranks or lines
+    return pick[-1][-300:] if pick else ""
 
 
 def root_cause(output: str) -> str:

@@ -153,7 +153,7 @@ class Convergence(_Strict):
     world size."""
 
     epochs: int = Field(15, ge=1)
-    global_batch_size: int = Field(32, ge=1)
+    global_batch_size: int = Field(32, ge=8)
     learning_rate: float = Field(0.1, gt=0)
     test_fraction: float = Field(0.2, gt=0, lt=1)
     seed: int = 42

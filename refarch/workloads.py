@@ -67,10 +67,11 @@ def benchmark_args(profile, batch_size: int | None = None) -> str:
             f" --intra-op-threads {s.intra_op_threads}")
 
 
-def convergence_args(profile) -> str:
-    """The digits workload's command line from the profile's ``convergence``."""
+def convergence_args(profile, global_batch: int | None = None) -> str:
+    """The digits workload's command line from the profile's ``convergence``
+    (``global_batch`` images per step over all ranks; default the profile's)."""
     c = profile.convergence
-    return (f"digits_convergence.py --epochs {c.epochs} --global-batch-size {c.global_batch_size}"
+    return (f"digits_convergence.py --epochs {c.epochs} --global-batch-size {global_batch or c.global_batch_size}"
             f" --learning-rate {c.learning_rate} --test-fraction {c.test_fraction} --seed {c.seed}")
 
 
@@ -192,8 +193,12 @@ def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def convergence_runs(cluster, hosts, profile, results) -> dict:
-    """The digits workload at np=1 and np=N: {world size: result dict}."""
+    """The digits workload at np=1 and np=N: {world size: result dict}.
+    Both use the same global batch: the profile's, rounded down to a
+    multiple of N so that it splits evenly over the ranks (32 -> 30 at N=3)."""
     names = cluster.contract.node_names
+    global_batch = profile.convergence.global_batch_size
+    global_batch -= global_batch % len(names)
     runs = {}
     for world_size in sorted({1, len(names)}):
         hostlist = ",".join(f"{n}:1" for n in names[:world_size])
@@ -201,7 +206,8 @@ def convergence_runs(cluster, hosts, profile, results) -> dict:
             _launch_across(hosts, cluster, profile)
         log = log_path(cluster, f"convergence-np{world_size}.log")
         with timed(results, "properties"):
-            run = horovodrun(hosts[names[0]], profile, convergence_args(profile), hostlist, world_size, log)
+            run = horovodrun(hosts[names[0]], profile, convergence_args(profile, global_batch), hostlist,
+                             world_size, log)
         run["log"] = str(log)
         runs[world_size] = run
     results.convergence = {"config": profile.convergence.model_dump(), "runs": list(runs.values())}

@@ -108,3 +108,11 @@ def test_root_cause_prefers_the_cause_over_its_consequences():
     gloo = "RuntimeError: Gloo: Unable to find address for: eth0\nHorovod detected that one or more processes exited"
     assert checks.root_cause(gloo).endswith("Unable to find address for: eth0")
     assert checks.root_cause("all fine\n") == ""
+
+
+def test_the_cause_is_what_a_rank_printed_not_the_launchers_traceback():
+    """Recorded: digits_convergence.py at np=3 with a global batch of 32."""
+    text = (DATA / "properties" / "convergence-np3-uneven-batch.log").read_text(encoding="utf-8")
+    assert checks.cause_line(text).endswith("--global-batch-size 32 does not split over 3 ranks")
+    noise = "[0]<stderr>:To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
+    assert checks.cause_line(noise + "\nProcess 0 exit with status code 1.\n") == ""
