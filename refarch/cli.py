@@ -152,6 +152,21 @@ def _cache(args) -> int:
     return 0
 
 
+def _report(args) -> int:
+    from . import report
+
+    if args.trend:
+        print(report.render_trend(runs_dir()))
+        return 0
+    if not args.run_id:
+        raise RefarchError("report: give a RUN_ID or --trend")
+    results = runs_dir() / args.run_id / "results.json"
+    if not results.is_file():
+        raise RefarchError(f"report: run {args.run_id} has no results.json (see `refarch list`)")
+    print(report.render(results))
+    return 0
+
+
 def _list(_args) -> int:
     rows = run_rows()
     fmt = "{run_id:<24} {started:<17} {profile:<14} {state:<10} {outcome:<12} {overrides}"
@@ -270,6 +285,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list runs: id, start, profile, state, outcome, overrides",
                    description="list the run directories under runs/ (or $REFARCH_RUNS_DIR), oldest first"
                    ).set_defaults(func=_list)
+    rp = sub.add_parser("report", help="write runs/RUN_ID/report.html, or runs/trend.html with --trend",
+                        description="render a run's HTML report from its results.json (the main job writes it "
+                                    "too), or the trend page across every run under runs/")
+    rp.add_argument("run_id", nargs="?", help="a run id from `refarch list`")
+    rp.add_argument("--trend", action="store_true", help="images/sec and efficiency of every run")
+    rp.set_defaults(func=_report)
     cc = sub.add_parser("cache", help="list or prune the node images and wheelhouses (one per pin set)",
                         description="node images (podman) and wheelhouses (~/.cache/refarch): list them, or "
                                     "prune all but the current pins' and the KEEP newest others")

@@ -65,6 +65,8 @@ class RunState:
     existing: Contract | None = None
     #: Node name -> why it cannot be reached over SSH (None: reachable).
     reachability: dict = field(default_factory=dict)
+    #: The run's report.html once written.
+    report: Path | None = None
 
 
 def pytest_addoption(parser):
@@ -518,7 +520,13 @@ def pytest_sessionfinish(session, exitstatus):
         state.cluster.rundir.update_meta(phases=state.results.phases_s)
     if state.results.teardown is None:
         state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
-    state.results.write(state.cluster.rundir.path / "results.json")
+    written = state.results.write(state.cluster.rundir.path / "results.json")
+    try:
+        from . import report
+
+        state.report = report.render(written)
+    except Exception as exc:  # noqa: BLE001 - the results stand without their report
+        say(session.config, f"refarch: report.html not written: {exc}")
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -530,5 +538,7 @@ def pytest_terminal_summary(terminalreporter, config):
         terminalreporter.write_line(line)
     where = state.cluster.rundir.path
     terminalreporter.write_line(f"  results: {where / 'results.json'}  junit: {config.option.xmlpath}")
+    if state.report:
+        terminalreporter.write_line(f"  report:  {state.report}")
     if state.keep:
         terminalreporter.write_line(f"  kept: ci/refarch destroy {state.run_id}   (ssh -F {where}/ssh/config node1)")

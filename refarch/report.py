@@ -1,0 +1,133 @@
+"""The HTML report of a run: one self-contained file, ``runs/<id>/report.html``.
+
+Rendered with Jinja2 from the run's ``results.json``: verdict, run id,
+profile and architecture version; nodes with addresses and versions; a node
+x check matrix; every property with reference, measured value, verdict and
+source; the scaling plot (images/sec against world size with the ideal
+linear line, matplotlib, inline SVG); the communication figures; phase
+timings as bars.  :func:`render_trend` makes ``runs/trend.html`` from every
+run's results: images/sec and efficiency per run, to spot a drift.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+
+import jinja2
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+def _env() -> jinja2.Environment:
+    # Optional keys of results.json (a run without node logs, a pair
+    # without an error) render as empty: the default Undefined.
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
+
+
+def verdict(results: dict) -> str:
+    """PASSED, FAILED (a check failed or errored, or a property failed) or
+    INTERRUPTED."""
+    if results.get("interrupted"):
+        return "INTERRUPTED"
+    counts = results.get("check_counts", {})
+    bad = counts.get("failed", 0) + counts.get("error", 0)
+    bad += sum(1 for p in results.get("properties", []) if p["verdict"] in ("fail", "error"))
+    return "FAILED" if bad else "PASSED"
+
+
+def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
+    """(columns, rows): columns are the node names plus "cluster"; each row
+    is a check name with {column: outcome} ("passed", "failed", "error",
+    "skipped") from the test ids (``test_x[node2]`` is node2's cell,
+    ``test_y`` the cluster's)."""
+    nodes = [n["name"] for n in results.get("nodes", [])]
+    rows: dict[str, dict] = {}
+    for check in results.get("checks", []):
+        name = check["id"].split("::")[-1]
+        if name.startswith("test_property["):
+            continue
+        m = re.fullmatch(r"(\w+)\[(.+)\]", name)
+        test, param = (m.group(1), m.group(2)) if m else (name, "cluster")
+        column = param if param in nodes else "cluster"
+        rows.setdefault(test, {"check": test, "cells": {}, "messages": []})
+        rows[test]["cells"][column] = check["outcome"]
+        if check.get("message") and check["outcome"] in ("failed", "error"):
+            rows[test]["messages"].append(check["message"][:300])
+    return nodes + ["cluster"], list(rows.values())
+
+
+def scaling_svg(results: dict) -> str:
+    """The scaling plot as inline SVG: images/sec per world size for each
+    batch size, and the ideal line (world size x images/sec at np=1).
+    Empty when the run has no scaling table."""
+    table = results.get("smoke", {}).get("scaling") or []
+    if not table:
+        return ""
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "none"  # labels stay text a reader (and a test) can find
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for batch in sorted({row["batch_size"] for row in table}):
+        rows = sorted((r for r in table if r["batch_size"] == batch), key=lambda r: r["world_size"])
+        sizes = [r["world_size"] for r in rows]
+        measured = [r["images_per_sec"] for r in rows]
+        single = next((r["images_per_sec"] for r in rows if r["world_size"] == 1), measured[0])
+        ax.plot(sizes, measured, marker="o", label=f"measured, batch {batch}", gid=f"measured-b{batch}")
+        ax.plot(sizes, [w * single for w in sizes], linestyle="--", label=f"ideal (linear), batch {batch}",
+                gid=f"ideal-b{batch}")
+    ax.set_xlabel("world size (ranks, one per node)")
+    ax.set_ylabel("images/sec")
+    ax.set_xticks(sorted({r["world_size"] for r in table}))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):].replace("<svg", '<svg id="scaling-plot" role="img"', 1)
+
+
+def render(results_file: Path, out: Path | None = None) -> Path:
+    """Write the report of the run whose ``results.json`` is
+    ``results_file`` (default: ``report.html`` beside it); returns its path.
+
+    Raises:
+        FileNotFoundError: no such results file.
+    """
+    results = json.loads(Path(results_file).read_text(encoding="utf-8"))
+    out = out or Path(results_file).with_name("report.html")
+    columns, rows = check_matrix(results)
+    phases = results.get("phases_s", {})
+    html = _env().get_template("report.html.j2").render(
+        r=results, verdict=verdict(results), columns=columns, rows=rows, scaling_svg=scaling_svg(results),
+        phases=phases, phase_max=max(phases.values(), default=1) or 1)
+    out.write_text(html, encoding="utf-8")
+    return out
+
+
+def render_trend(runs: Path, out: Path | None = None) -> Path:
+    """``runs/trend.html``: for every run under ``runs`` with results, oldest
+    first: finish time, profile, verdict, images/sec per world size and the
+    scaling efficiency property."""
+    rows = []
+    for path in runs.glob("*/results.json"):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        eff = next((p["measured"] for p in data.get("properties", []) if p["id"] == "scaling.efficiency"), None)
+        ips = {str(r["world_size"]): r["images_per_sec"] for r in data.get("smoke", {}).get("runs", [])}
+        rows.append({"run_id": data.get("run_id", path.parent.name), "finished": data.get("finished_at", ""),
+                     "profile": data.get("profile", "?"), "verdict": verdict(data), "ips": ips, "efficiency": eff})
+    rows.sort(key=lambda r: r["finished"])
+    sizes = sorted({w for r in rows for w in r["ips"]}, key=int)
+    out = out or runs / "trend.html"
+    out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes), encoding="utf-8")
+    return out

@@ -1,0 +1,48 @@
+"""The HTML report offline, from a recorded 3-node run's results.json:
+verdict, node x check matrix, properties and the plot in the page, and the
+trend across runs."""
+
+import json
+import shutil
+from pathlib import Path
+
+from refarch import report
+
+RECORDED = Path(__file__).parent / "data" / "report" / "results.json"
+
+
+def test_verdict_counts_failed_checks_and_properties():
+    data = json.loads(RECORDED.read_text())
+    assert report.verdict(data) == "FAILED"  # the recorded run had 3 failed checks
+    ok = {**data, "check_counts": {"passed": 3}, "properties": [{"verdict": "pass"}, {"verdict": "warn"}]}
+    assert report.verdict(ok) == "PASSED"
+    assert report.verdict({**ok, "properties": [{"verdict": "fail"}]}) == "FAILED"
+    assert report.verdict({**ok, "interrupted": {"signal": "SIGTERM", "phase": "smoke"}}) == "INTERRUPTED"
+
+
+def test_the_matrix_has_a_column_per_node_and_the_cluster():
+    columns, rows = report.check_matrix(json.loads(RECORDED.read_text()))
+    assert columns == ["node1", "node2", "node3", "cluster"]
+    sshd = next(r for r in rows if r["check"] == "test_sshd_effective_settings")
+    assert sshd["cells"] == {"node1": "passed", "node2": "passed", "node3": "passed"}
+    assert next(r for r in rows if r["check"] == "test_node_count")["cells"] == {"cluster": "passed"}
+    assert not any(r["check"].startswith("test_property") for r in rows)
+
+
+def test_the_page_has_every_property_and_the_plot(tmp_path):
+    results = tmp_path / "results.json"
+    shutil.copy(RECORDED, results)
+    html = report.render(results).read_text()
+    for prop in json.loads(RECORDED.read_text())["properties"]:
+        assert f"<td>{prop['id']}</td>" in html
+    assert 'id="scaling-plot"' in html and "ideal (linear), batch 16" in html
+
+
+def test_the_trend_lists_runs_oldest_first(tmp_path):
+    for run_id, finished, ips in (("b", "2026-11-30T02:00:00Z", 70.0), ("a", "2026-11-30T01:00:00Z", 60.0)):
+        (tmp_path / run_id).mkdir()
+        data = json.loads(RECORDED.read_text())
+        data.update(run_id=run_id, finished_at=finished, smoke={"runs": [{"world_size": 1, "images_per_sec": ips}]})
+        (tmp_path / run_id / "results.json").write_text(json.dumps(data))
+    html = report.render_trend(tmp_path).read_text()
+    assert html.index(">a</a>") < html.index(">b</a>") and "60.0" in html and "70.0" in html
