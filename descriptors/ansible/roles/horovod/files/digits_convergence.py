@@ -42,18 +42,17 @@ def main():
     import numpy as np
     import tensorflow as tf
     import horovod.tensorflow as hvd
-    from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import digits_model
+
+    digits_model.one_thread_per_op(tf)
     hvd.init()
     if args.global_batch_size % hvd.size():
         raise SystemExit(f"--global-batch-size {args.global_batch_size} does not split over {hvd.size()} ranks")
     local_batch = args.global_batch_size // hvd.size()
 
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype("float32")
+    x, y = digits_model.load()
     x_train, x_test, y_train, y_test = train_test_split(
         x, y, test_size=args.test_fraction, random_state=args.seed, stratify=y)
     shard_x, shard_y = x_train[hvd.rank()::hvd.size()], y_train[hvd.rank()::hvd.size()]
@@ -61,13 +60,7 @@ def main():
 
     # A different initialisation per rank: only the broadcast makes them equal.
     tf.random.set_seed(args.seed + hvd.rank())
-    model = tf.keras.Sequential([
-        tf.keras.Input(shape=(64,)),
-        tf.keras.layers.Dense(64, activation="relu"),
-        tf.keras.layers.Dense(10),
-    ])
-    opt = tf.keras.optimizers.SGD(learning_rate=args.learning_rate)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model, opt, loss_fn = digits_model.build(tf, args.learning_rate)
     hvd.broadcast_variables(model.variables, root_rank=0)
 
     @tf.function

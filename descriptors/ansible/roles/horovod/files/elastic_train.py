@@ -40,20 +40,12 @@ def main():
     import numpy as np
     import tensorflow as tf
     import horovod.tensorflow as hvd
-    from sklearn.datasets import load_digits
+    import digits_model
 
-    tf.config.threading.set_intra_op_parallelism_threads(1)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    digits_model.one_thread_per_op(tf)
     hvd.init()
-    x, y = load_digits(return_X_y=True)
-    x = (x / 16.0).astype("float32")
-    model = tf.keras.Sequential([
-        tf.keras.Input(shape=(64,)),
-        tf.keras.layers.Dense(64, activation="relu"),
-        tf.keras.layers.Dense(10),
-    ])
-    opt = tf.keras.optimizers.SGD(learning_rate=args.learning_rate)
-    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    x, y = digits_model.load()
+    model, opt, loss_fn = digits_model.build(tf, args.learning_rate)
 
     @tf.function
     def training_step(images, labels, allreduce=True):
