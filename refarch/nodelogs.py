@@ -69,9 +69,8 @@ def split(text: str) -> dict[str, tuple[str, str]]:
 
 
 def _over_ssh(config: Path, node: str, timeout_s: int) -> str:
-    r = proc.run(["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                  "-o", "ConnectTimeout=5", node, f"sudo -n sh -c {shlex.quote(script(timeout_s))}"],
-                 timeout=timeout_s * len(COMMANDS) + 30, check=False)
+    r = proc.ssh_fresh(config, node, f"sudo -n sh -c {shlex.quote(script(timeout_s))}", connect_timeout_s=5,
+                       timeout=timeout_s * len(COMMANDS) + 30)
     return (r.stdout or "") + (r.stderr or "")
 
 

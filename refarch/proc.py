@@ -110,3 +110,23 @@ def _append_log(log: Path | None, cmd, out: str, err: str, status) -> None:
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a", encoding="utf-8") as fh:
         fh.write(f"$ {' '.join(cmd)}\n{out or ''}{err or ''}[exit: {status}]\n")
+
+
+#: ssh options that open a new connection instead of reusing a shared one
+#: (ControlMaster): a connection opened before a fault would still reach a
+#: node whose sshd has since gone or changed.
+FRESH_CONNECTION = "-o ControlMaster=no -o ControlPath=none"
+
+
+def ssh_fresh(ssh_config: Path, node: str, command: str, *, connect_timeout_s: int, timeout: float,
+              batch: bool = False) -> subprocess.CompletedProcess:
+    """``command`` on ``node`` (a Host of ``ssh_config``) over a new SSH
+    connection (:data:`FRESH_CONNECTION`), never raising for its exit status.
+
+    Raises:
+        PhaseTimeout: ``timeout`` seconds passed.
+    """
+    cmd = ["ssh", "-F", str(ssh_config), *FRESH_CONNECTION.split(), "-o", f"ConnectTimeout={connect_timeout_s}"]
+    if batch:
+        cmd += ["-o", "BatchMode=yes"]
+    return run([*cmd, node, command], timeout=timeout, check=False)

@@ -327,8 +327,7 @@ def probe_ssh(cluster, run_state: RunState, name: str) -> str | None:
     if run_state.existing is None:
         node = cluster.contract.node(name)
         config = cluster.rundir.ssh_dir / "config"
-        r = proc.run(["ssh", "-F", str(config), *FRESH_CONNECTION.split(), "-o", "ConnectTimeout=10",
-                      "-o", "BatchMode=yes", name, "true"], timeout=30, check=False)
+        r = proc.ssh_fresh(config, name, "true", connect_timeout_s=10, timeout=30, batch=True)
         if r.returncode != 0:
             text = (r.stderr or r.stdout or "").strip()
             reason = checks.root_cause(text) or f"ssh exit {r.returncode}"
@@ -350,17 +349,11 @@ def node(hosts, node_name, cluster, run_state):
     return hosts[node_name]
 
 
-#: ssh options that open a new connection instead of reusing a shared one
-#: (ControlMaster): a connection opened before a fault would still reach a
-#: node whose sshd has since gone or changed.
-FRESH_CONNECTION = "-o ControlMaster=no -o ControlPath=none"
-
-
 def fresh_host(cluster, name: str):
     """A testinfra host for node ``name`` whose every command opens a new
-    SSH connection (:data:`FRESH_CONNECTION`); for checks of sshd itself."""
+    SSH connection (:data:`refarch.proc.FRESH_CONNECTION`); for checks of sshd itself."""
     config = cluster.rundir.ssh_dir / "config"
-    return testinfra.get_host(f"ssh://{name}", ssh_config=str(config), ssh_extra_args=FRESH_CONNECTION)
+    return testinfra.get_host(f"ssh://{name}", ssh_config=str(config), ssh_extra_args=proc.FRESH_CONNECTION)
 
 
 @pytest.fixture

@@ -315,11 +315,9 @@ def node_healthy(cluster, name: str, mount_point: str) -> bool:
     before it can train again."""
     from . import proc
 
-    config = cluster.rundir.ssh_dir / "config"
     check = (f"timeout 10 ls -A {shlex.quote(mount_point)} >/dev/null && "
              "chronyc -n tracking | grep -q 'Leap status *: Normal'")
-    r = proc.run(["ssh", "-F", str(config), "-o", "ControlMaster=no", "-o", "ControlPath=none",
-                  "-o", "ConnectTimeout=3", name, check], timeout=30, check=False)
+    r = proc.ssh_fresh(cluster.rundir.ssh_dir / "config", name, check, connect_timeout_s=3, timeout=30)
     return r.returncode == 0
 
 

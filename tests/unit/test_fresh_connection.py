@@ -4,7 +4,8 @@ since moved or stopped (issue 13, "other defects")."""
 
 from types import SimpleNamespace
 
-from refarch.pytest_plugin import FRESH_CONNECTION, fresh_host
+from refarch.proc import FRESH_CONNECTION
+from refarch.pytest_plugin import fresh_host
 
 
 def _ssh_command(host) -> str:
