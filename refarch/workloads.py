@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from . import checks, progress
+from . import checks, childrun, progress
 from .pytest_plugin import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
@@ -321,32 +321,6 @@ def node_healthy(cluster, name: str, mount_point: str) -> bool:
     return r.returncode == 0
 
 
-def run_child_checks(run_id: str, selection: str, junit) -> dict[str, tuple[str, str]]:
-    """Run the node and cluster checks selected by ``selection`` (pytest -k)
-    against the kept cluster in a child pytest; {test id: (outcome,
-    message)}."""
-    import subprocess
-    import sys
-    import xml.etree.ElementTree as ET
-
-    from .paths import ROOT
-
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration" / "test_nodes.py"),
-           str(ROOT / "tests" / "integration" / "test_cluster.py"), "--run-id", run_id,
-           *(["-k", selection] if selection else []), "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
-    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    outcomes = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        bad = case.find("failure") if case.find("failure") is not None else case.find("error")
-        if bad is not None:
-            outcomes[case.get("name")] = ("failed", (bad.get("message") or "").splitlines()[0][:300])
-        elif case.find("skipped") is not None:
-            outcomes[case.get("name")] = ("skipped", "")
-        else:
-            outcomes[case.get("name")] = ("passed", "")
-    return outcomes
-
-
 @pytest.fixture(scope="session")
 def restart_run(cluster, hosts, profile, results, run_state) -> dict:
     """The last node is stopped and started again by the cloud driver;
@@ -371,8 +345,9 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
         run_state.reachability.pop(name, None)
         junit = cluster.rundir.logs / f"restart-{name}-checks.xml"
         others = [n for n in names if n != name]
-        outcomes = run_child_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit)
-    failed = {t: m for t, (o, m) in outcomes.items() if o == "failed"}
+        outcomes = childrun.run_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit,
+                                       tests=("tests/integration/test_nodes.py", "tests/integration/test_cluster.py"))
+    failed = {t: m.strip().splitlines()[0][:300] for t, (o, m) in outcomes.items() if o == "failed"}
     run = {"node": name, "healthy_s": round(healthy_s, 1), "checks_run": len(outcomes), "failed": failed,
            "junit": str(junit)}
     results.availability["restart"] = run

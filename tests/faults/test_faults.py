@@ -8,41 +8,23 @@ Run with `tox -e faults` (deploys one local cluster for all cases)."""
 import json
 import re
 import shutil
-import subprocess
-import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
-from refarch import hostcmds
+from refarch import childrun, hostcmds
 from refarch.faults import FAULTS, FaultContext
-from refarch.paths import ROOT, runs_dir
+from refarch.paths import runs_dir
 
 pytestmark = pytest.mark.integration
 
 
 def run_checks(run_id: str, selection: str, junit: Path, long: bool = False) -> dict[str, tuple[str, str]]:
-    """Run the selected integration checks against the kept cluster; returns
-    {test id: (outcome, failure message)}; properties also as
-    {"property:<id>": (verdict, message)} from the run's results.json."""
-    cmd = [sys.executable, "-m", "pytest", str(ROOT / "tests" / "integration"), "--run-id", run_id,
-           "-k", selection, "-p", "no:cacheprovider", "-q", f"--junitxml={junit}",
-           *(["--long-properties"] if long else [])]
-    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
-    outcomes = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        name = case.get("name")
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        if failure is not None:
-            outcomes[name] = ("failed", failure.get("message", "") + "\n" + (failure.text or ""))
-        elif case.find("skipped") is not None:
-            outcomes[name] = ("skipped", "")
-        else:
-            outcomes[name] = ("passed", "")
+    """The selected integration checks against the kept cluster
+    (refarch.childrun); properties also as {"property:<id>": (verdict,
+    message)} from the run's results.json."""
+    outcomes = childrun.run_checks(run_id, selection, junit, extra_args=["--long-properties"] if long else [])
     results = runs_dir() / run_id / "results.json"
     if results.is_file():
         for prop in json.loads(results.read_text(encoding="utf-8")).get("properties", []):
