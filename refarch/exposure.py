@@ -53,6 +53,11 @@ class ScanResult:
     #: Packets the run's network policy dropped while this probe scanned.
     dropped: int = 0
 
+    def as_dict(self) -> dict:
+        """What the results and the property evidence record of the scan."""
+        return {"probe": self.probe.address, "range": self.probe.cidr, "open": self.open_ports,
+                "ssh_methods": self.ssh_methods, "dropped": self.dropped, "seconds": self.seconds}
+
 
 def netns_name(run_id: str, kind: str) -> str:
     return f"{run_id}-probe-{kind}"

@@ -167,19 +167,12 @@ def exposure_scans(cluster, results) -> dict:
                 scans[probe.kind].dropped = exposure.drop_count(table) - before
         finally:
             exposure.remove_probes(cluster.run_id)
-    results.exposure = {kind: {"probe": r.probe.address, "range": r.probe.cidr, "open": r.open_ports,
-                               "ssh_methods": r.ssh_methods, "dropped": r.dropped, "seconds": r.seconds}
-                        for kind, r in scans.items()}
+    results.exposure = {kind: r.as_dict() for kind, r in scans.items()}
     return scans
 
 
 def _names(cluster) -> dict[str, str]:
     return {n.address: n.name for n in cluster.contract.nodes}
-
-
-def _evidence(scan) -> dict:
-    return {"probe": scan.probe.address, "range": scan.probe.cidr, "open": scan.open_ports,
-            "dropped_packets": scan.dropped, "seconds": scan.seconds}
 
 
 @measures("exposure.outside_open_ports")
@@ -191,7 +184,7 @@ def _outside(request) -> Measurement:
                     "nothing: its packets never reached the cluster, so the scan proves nothing")
     found = exposure.unexpected(scan, profile.expect.exposure.outside, _names(cluster))
     detail = f" (outside probe {scan.probe.address}: " + ", ".join(found) + " open)" if found else ""
-    return Measurement(len(found), _evidence(scan), detail)
+    return Measurement(len(found), scan.as_dict(), detail)
 
 
 @measures("exposure.admin_unexpected_ports")
@@ -205,7 +198,7 @@ def _admin(request) -> Measurement:
                     f"{', '.join(unreached)}: the admin range must reach tcp/22 (and the scan proves nothing)")
     found = exposure.unexpected(scan, profile.expect.exposure.admin, names)
     detail = f" (admin probe {scan.probe.address}: " + ", ".join(found) + " open)" if found else ""
-    return Measurement(len(found), _evidence(scan), detail)
+    return Measurement(len(found), scan.as_dict(), detail)
 
 
 @measures("exposure.password_auth_nodes")
