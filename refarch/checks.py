@@ -78,18 +78,25 @@ def inconsistent(values: dict[str, str]) -> bool:
 
 
 # Training output -----------------------------------------------------------------
+def tagged(output: str, tag: str) -> list[dict]:
+    """The JSON objects of the workloads' ``<tag> {json}`` lines in
+    ``output``, in order (``REFARCH_STEP`` per step, ``REFARCH_RESULT``;
+    horovodrun may prefix a line with ``[0]<stdout>:``)."""
+    import json
+
+    marker = f"{tag} "
+    return [json.loads(line[line.find(marker) + len(marker):]) for line in output.splitlines() if marker in line]
+
+
 def parse_training_result(output: str) -> dict:
-    """The ``REFARCH_RESULT {json}`` line of the benchmark's output.
+    """The (last) ``REFARCH_RESULT {json}`` line of the benchmark's output.
 
     Raises:
         ValueError: no such line (the job did not finish).
     """
-    import json
-
-    for line in reversed(output.splitlines()):
-        idx = line.find("REFARCH_RESULT ")
-        if idx >= 0:
-            return json.loads(line[idx + len("REFARCH_RESULT "):])
+    found = tagged(output, "REFARCH_RESULT")
+    if found:
+        return found[-1]
     raise ValueError("the training job printed no REFARCH_RESULT line")
 
 

@@ -355,14 +355,7 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
 
 
 def _steps(text: str) -> list[dict]:
-    import json
-
-    out = []
-    for line in text.splitlines():
-        idx = line.find("REFARCH_STEP ")
-        if idx >= 0:
-            out.append(json.loads(line[idx + len("REFARCH_STEP "):]))
-    return out
+    return checks.tagged(text, "REFARCH_STEP")
 
 
 def steps_repeated(steps: list[dict]) -> int:
