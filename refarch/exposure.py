@@ -108,13 +108,13 @@ def run_netns(run_id: str) -> list[str]:
 
 
 def remove_probes(run_id: str) -> list[str]:
-    """Delete ``run_id``'s probe namespaces (their veth pairs go with them);
-    returns the names removed."""
+    """Delete ``run_id``'s probe namespaces; returns the names removed.  Each
+    veth pair goes with its namespace (its peer end lives there); the host
+    end is never deleted by name, since that name carries only the run id's
+    random suffix and could be another run's."""
     gone = run_netns(run_id)
     for ns in gone:
         proc.run(["ip", "netns", "del", ns], timeout=30, check=False)
-    for kind in PROBE_KINDS:
-        proc.run(["ip", "link", "del", host_if_name(run_id, kind)], timeout=30, check=False)
     return gone
 
 
