@@ -2,6 +2,7 @@
 duration and its log, then repeated until it ends (no silence longer than
 the interval in a CI log)."""
 
+import io
 import json
 import time
 
@@ -26,3 +27,32 @@ def test_the_estimate_is_the_most_recent_other_run(tmp_path):
     (tmp_path / "other" / "run.json").write_text(json.dumps({"started_at": 400, "phases": {"deploy": 3}}))
     assert progress.previous_duration(tmp_path, "image", exclude="me") == 93.0
     assert progress.previous_duration(tmp_path, "smoke") is None
+
+
+class _FakeTerminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_a_bar_replaces_the_repeated_lines(monkeypatch, tmp_path):
+    lines, tty = [], _FakeTerminal()
+    monkeypatch.setattr(lifecycle, "NOTIFY", lines.append)
+    with progress.heartbeat("image of run r", estimate_s=93, log=tmp_path / "image.log", every_s=0.1, tty=tty):
+        with progress.heartbeat("wheel of run r", estimate_s=271, every_s=0.1, tty=tty):
+            time.sleep(1.2)
+    drawn = tty.getvalue()
+    assert "image of run r" in drawn and "wheel of run r" in drawn  # one display, a row per phase
+    assert "previous run: 93 s" in drawn and "0:00:01" in drawn  # estimate and elapsed time
+    assert lines[0] == f"refarch: image of run r: started (log {tmp_path / 'image.log'})"
+    assert [line.split(":")[1] for line in lines] == [" image of run r", " wheel of run r", " wheel of run r", " image of run r"]
+    assert lines[-1].startswith("refarch: image of run r: done in 1 s")
+    assert not progress._ACTIVE
+
+
+def test_ci_and_plain_get_lines_not_a_bar(monkeypatch):
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("CI", "true")
+    assert progress.terminal() is None
+    monkeypatch.delenv("CI")
+    monkeypatch.setenv("REFARCH_PROGRESS", "plain")
+    assert progress.terminal() is None
