@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the suite needs on a fresh Debian 12 machine: the Debian
-# packages of every host command in ci/host-commands.tsv for the given stages
-# (default: all) with apt when run as root (otherwise prints the exact
-# command), checks the commands that are not from Debian (terraform), and
-# puts tox in .venv.  Idempotent: a warm machine passes through in seconds.
+# package of every host command in ci/host-commands.tsv for the given stages
+# (default: all) that is not on PATH yet, with apt when run as root
+# (otherwise prints the exact command); a command already there, from
+# whatever source, is kept as it is.  Checks the commands that are not from
+# Debian (terraform) and puts tox in .venv.  Idempotent: a warm machine passes through in seconds.
 #   ci/bootstrap.sh [STAGE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,17 +27,17 @@ while IFS=$'\t' read -r cmd pkg stages why; do
     want_stage "$stages" || continue
     if [ "$pkg" = "-" ]; then
         external+=("$cmd	$why")
-    else
+    elif ! command -v "$cmd" >/dev/null 2>&1; then
         packages+=("$pkg")
     fi
 done < "$TABLE"
-# python3 must be able to make virtualenvs (ensurepip): Debian splits it out.
-packages+=(python3-venv)
 
 missing=()
 for pkg in $(printf '%s\n' "${packages[@]}" | sort -u); do
-    dpkg-query -W -f '${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    missing+=("$pkg")
 done
+# python3 must be able to make virtualenvs (ensurepip): Debian splits it out.
+dpkg-query -W -f '${Status}' python3-venv 2>/dev/null | grep -q "install ok installed" || missing+=(python3-venv)
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then
         echo "bootstrap: installing ${missing[*]}" >&2

@@ -10,6 +10,9 @@ skippable stages and Molecule's steps), plus the sweep.
   refarch janitor --cloud NAME [--prefix hvd-] [--older-than 6h] [--delete]
                                            OpenStack: run-scoped resources older than
                                            the age, in deletion order (dry run by default)
+  refarch record RUN_DIR... [--name NAME]  validation record of the runs' profile
+  refarch gate VERSION                     may VERSION be released (policy + records)
+  refarch mr-note RUN_DIR                  post the run's summary on the merge request
 
 The default full job (deploy, configure, check, smoke, destroy) is
 ``pytest tests/integration --profile local`` (``tox -e integration``).
@@ -100,9 +103,35 @@ def _sweep(args) -> int:
             print(f"leaving {run_id}: {reason}")
             continue
         localcloud.remove_run(run_id, Path(owner.rundir) if owner else None, dry_run=args.dry_run)
-    if not args.stale and not args.run_ids:
-        print("nothing to sweep: give run ids or --stale")
+    if args.unfinished:
+        for run_id in unfinished_runs():
+            print(f"tearing down unfinished run {run_id}", flush=True)
+            if not args.dry_run:
+                print(json.dumps(Cluster.attach(run_id).destroy(), indent=2))
+    if not args.stale and not args.run_ids and not args.unfinished:
+        print("nothing to sweep: give run ids, --stale or --unfinished")
     return 0
+
+
+def unfinished_runs() -> list[str]:
+    """Run ids under runs/ (``$REFARCH_RUNS_DIR``) that were deployed and
+    never destroyed, are not kept, and whose owner process is gone: what a
+    cancelled CI job leaves (GitLab runs ``after_script`` after a cancel).
+    Works for every cloud: each run is torn down through its own Terraform
+    state."""
+    out = []
+    for path in sorted(runs_dir().iterdir()):
+        try:
+            meta = json.loads((path / "run.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if meta.get("destroyed") or meta.get("kept") or not (path / "terraform").exists():
+            continue
+        owner = Owner.from_labels(meta.get("owner") or {})
+        if owner is not None and owner.alive():
+            continue
+        out.append(path.name)
+    return out
 
 
 def run_rows() -> list[dict]:
@@ -206,6 +235,46 @@ def _janitor(args) -> int:
     return 1 if report.failed else 0
 
 
+def _record(args) -> int:
+    from . import records
+
+    runs = [records.load_results(Path(d)) for d in args.run_dirs]
+    record = records.build_record(runs, args.name)
+    path = records.write_record(record, Path(args.out))
+    print(f"{path}: {record['verdict']} ({len(record['checks'])} checks, {len(record['properties'])} properties, "
+          f"runs {', '.join(record['run_ids'])}; descriptors {record['tree_hash'][:12]})")
+    for what in record["failed_checks"] + record["failed_properties"]:
+        print(f"  failed: {what}")
+    return 0
+
+
+def _gate(args) -> int:
+    from . import gate
+
+    policy = gate.load_policy(Path(args.policy))
+    args.version = args.version.removeprefix("v")
+    result = gate.evaluate(args.version, policy, Path(args.records))
+    for line in result.warnings:
+        print(f"warning: {line}")
+    for line in result.problems:
+        print(f"REFUSED: {line}")
+    if not result.passed:
+        print(f"gate: version {args.version} may not be released ({len(result.problems)} problems)")
+        return 1
+    path = gate.write_gate(result, Path(args.records))
+    compared = ", ".join(f"{k} vs {v}" for k, v in result.previous.items()) or "first release: nothing to compare"
+    print(f"gate: version {args.version} may be released (descriptors {result.tree_hash[:12]}; {compared}); "
+          f"wrote {path}")
+    return 0
+
+
+def _mr_note(args) -> int:
+    from . import mrnote
+
+    print(mrnote.post_summary(Path(args.run_dir)))
+    return 0
+
+
 MAIN_JOB_USAGE = """usage: ci/main-job.sh [--profile NAME] [--set KEY=VALUE ...] [--keep] [pytest options]
 
 Deploys a cluster from descriptors/profiles/NAME.yml (default: $REFARCH_PROFILE
@@ -280,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_ids", nargs="*")
     s.add_argument("--stale", action="store_true", help="every run whose owner process is gone")
     s.add_argument("--include-kept", action="store_true", help="with --stale: kept runs too")
+    s.add_argument("--unfinished", action="store_true",
+                   help="tear down every run under runs/ that was deployed, not destroyed, not kept, and whose "
+                        "owner is gone (a cancelled CI job's after_script; any cloud)")
     s.add_argument("--dry-run", action="store_true")
     s.set_defaults(func=_sweep)
     sub.add_parser("list", help="list runs: id, start, profile, state, outcome, overrides",
@@ -308,6 +380,27 @@ def build_parser() -> argparse.ArgumentParser:
     j.add_argument("--older-than", default="6h", help="age such as 90m, 6h, 2d (default 6h)")
     j.add_argument("--delete", action="store_true", help="really delete (default: dry run)")
     j.set_defaults(func=_janitor)
+    r = sub.add_parser("record", help="write the validation record of one profile's runs for the architecture version",
+                       description="one record per profile and version (validation/<version>/<name>.json) from "
+                                   "the results of its runs, e.g. the main job's and the availability job's")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<run id>)")
+    r.add_argument("--name", help="record name (default: the profile; required for runs with overrides)")
+    r.add_argument("--out", default=str(ROOT / "validation"), help="records root (default validation/)")
+    r.set_defaults(func=_record)
+    g = sub.add_parser("gate", help="decide whether an architecture version may be released",
+                       description="checks the version's validation records against the release policy and the "
+                                   "previous release; exit 0 and writes validation/<version>/gate.json, or exit 1 "
+                                   "listing each missing record, failed property and regression")
+    g.add_argument("version", help="the version to release (descriptors/VERSION; a tag v1.2.3 gives 1.2.3)")
+    g.add_argument("--policy", default=str(ROOT / "validation" / "policy.yml"), help="release policy file")
+    g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
+    g.set_defaults(func=_gate)
+    m = sub.add_parser("mr-note", help="post a run's summary as a note on the GitLab merge request",
+                       description="Markdown summary (verdict, properties, report link) posted with python-gitlab "
+                                   "when a token (REFARCH_GITLAB_TOKEN) and a merge request (CI_MERGE_REQUEST_IID) "
+                                   "are present; otherwise says why nothing was posted")
+    m.add_argument("run_dir", help="a run directory (runs/<run id>)")
+    m.set_defaults(func=_mr_note)
     return p
 
 

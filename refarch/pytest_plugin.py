@@ -132,7 +132,7 @@ def pytest_configure(config):
         run_id=run_id, profile_name=name, overrides=overrides, profile=profile, attached=attached,
         keep=(not config.getoption("refarch_destroy")) if attached else config.getoption("refarch_keep"),
         configure=config.getoption("refarch_configure") or not attached,
-        results=Results(run_id, name, profile.cloud),
+        results=Results(run_id, name, profile.cloud, overrides=dict(overrides)),
     )
     state.node_names = _node_names(state)
     config.stash[STATE] = state

@@ -6,7 +6,8 @@ x check matrix; every property with reference, measured value, verdict and
 source; the scaling plot (images/sec against world size with the ideal
 linear line, matplotlib, inline SVG); the communication figures; phase
 timings as bars.  :func:`render_trend` makes ``runs/trend.html`` from every
-run's results: images/sec and efficiency per run, to spot a drift.
+run's results and every validation record: images/sec and efficiency per
+run and per architecture version, to spot a drift.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import re
 from pathlib import Path
 
 import jinja2
+
+from .errors import RefarchError
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -112,10 +115,43 @@ def render(results_file: Path, out: Path | None = None) -> Path:
     return out
 
 
-def render_trend(runs: Path, out: Path | None = None) -> Path:
+def record_rows(root: Path) -> list[dict]:
+    """One row per validation record under ``root`` (``<version>/<name>.json``),
+    oldest version first: version, record name, date, verdict, images/sec
+    per world size (first batch size), scaling efficiency, bus bandwidth
+    (GB/s), recovery time (s) and the descriptor tree hash."""
+    from .version import parse_version
+
+    rows = []
+    for path in root.glob("*/*.json"):
+        if path.name == "gate.json":
+            continue
+        try:
+            key = parse_version(path.parent.name)
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, RefarchError):
+            continue
+        figs = rec.get("figures", {})
+        ips: dict[str, float] = {}
+        for name, value in sorted(figs.items()):
+            m = re.fullmatch(r"images_per_sec\[np=(\d+),batch=(\w+)\]", name)
+            if m:
+                ips.setdefault(m.group(1), value)
+        rows.append({"_key": (key, path.stem), "version": rec.get("version"), "name": rec.get("name"),
+                     "date": rec.get("date", ""), "verdict": rec.get("verdict", "?").upper(), "ips": ips,
+                     "efficiency": figs.get("scaling.efficiency"), "busbw_GBps": figs["busbw_Bps"] / 1e9
+                     if "busbw_Bps" in figs else None, "recovery_s": figs.get("availability.recovery_s"),
+                     "tree": (rec.get("tree_hash") or "")[:12]})
+    return sorted(rows, key=lambda r: r["_key"])
+
+
+def render_trend(runs: Path, out: Path | None = None, records: Path | None = None) -> Path:
     """``runs/trend.html``: for every run under ``runs`` with results, oldest
     first: finish time, profile, verdict, images/sec per world size and the
-    scaling efficiency property."""
+    scaling efficiency property; then the validation records (``records``,
+    default ``validation/``) per architecture version, oldest first."""
+    from .records import VALIDATION_DIR
+
     rows = []
     for path in runs.glob("*/results.json"):
         try:
@@ -127,7 +163,9 @@ def render_trend(runs: Path, out: Path | None = None) -> Path:
         rows.append({"run_id": data.get("run_id", path.parent.name), "finished": data.get("finished_at", ""),
                      "profile": data.get("profile", "?"), "verdict": verdict(data), "ips": ips, "efficiency": eff})
     rows.sort(key=lambda r: r["finished"])
-    sizes = sorted({w for r in rows for w in r["ips"]}, key=int)
+    validated = record_rows(records if records is not None else VALIDATION_DIR)
+    sizes = sorted({w for r in rows + validated for w in r["ips"]}, key=int)
     out = out or runs / "trend.html"
-    out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes), encoding="utf-8")
+    out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes, records=validated),
+                   encoding="utf-8")
     return out

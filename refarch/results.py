@@ -1,7 +1,8 @@
 """The results JSON and the end-of-run summary.
 
 ``results.json`` (schema version 1) holds: run id, profile, cloud,
-architecture version and pins hash, nodes, per-node versions, every check's
+architecture version (``descriptors/VERSION``), the descriptor tree hash
+and its kind, the commit, the pins hash, nodes, per-node versions, every check's
 outcome, the smoke job's images/sec per world size, the convergence
 workload's runs, every non-functional property (id, unit, measured value,
 reference, verdict, source, evidence), phase timings in seconds, and the
@@ -16,7 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .paths import VERSIONS_FILE, load_versions
+from . import version
+from .paths import VERSIONS_FILE
 
 SCHEMA_VERSION = 1
 #: Phases in the order a run goes through them (for reports).
@@ -42,6 +44,8 @@ class Results:
     run_id: str
     profile: str
     cloud: str
+    #: The profile values the run changed (``--set``), dotted key -> value.
+    overrides: dict = field(default_factory=dict)
     checks: list[dict] = field(default_factory=list)
     node_versions: dict[str, dict[str, str]] = field(default_factory=dict)
     smoke: dict = field(default_factory=dict)
@@ -93,14 +97,17 @@ class Results:
         return out
 
     def as_dict(self) -> dict:
-        versions = load_versions()
         return {
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "profile": self.profile,
             "cloud": self.cloud,
-            "architecture_version": versions["architecture_version"],
+            "architecture_version": version.architecture_version(),
+            **version.descriptor_tree_hash().as_dict(),
+            "commit": version.commit(),
             "pins_hash": pins_hash(),
+            "overrides": self.overrides,
+            "tools": version.tool_versions(),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "nodes": self.nodes,
             "node_versions": self.node_versions,

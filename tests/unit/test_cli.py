@@ -1,5 +1,7 @@
 """Bad input is one line and exit 2, before any run directory or resource."""
 
+import json
+
 import pytest
 
 from refarch import cli, hostcmds
@@ -99,3 +101,21 @@ def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, ca
     assert [line.split()[0] for line in lines[1:]] == ["hvd-a-main01", "hvd-a-fault1", "hvd-a-kept01"]
     assert "passed 44" in lines[1] and "FAILED 1" in lines[2]
     assert "kept" in lines[3] and lines[3].endswith("nodes.count=3")
+
+
+def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_path, monkeypatch):
+    from refarch.owner import Owner
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
+    alive = Owner.current(tmp_path).labels()
+    dead = {**alive, "refarch.owner_start": alive["refarch.owner_start"].split(":")[0] + ":1"}
+    for run_id, meta, deployed in (("hvd-t-cancel", {"owner": dead}, True),
+                                   ("hvd-t-done", {"owner": dead, "destroyed": True}, True),
+                                   ("hvd-t-kept", {"owner": dead, "kept": True}, True),
+                                   ("hvd-t-running", {"owner": alive}, True),
+                                   ("hvd-t-never", {"owner": dead}, False)):
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "run.json").write_text(json.dumps(meta))
+        if deployed:
+            (tmp_path / run_id / "terraform").mkdir()
+    assert cli.unfinished_runs() == ["hvd-t-cancel"]

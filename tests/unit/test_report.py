@@ -46,3 +46,21 @@ def test_the_trend_lists_runs_oldest_first(tmp_path):
         (tmp_path / run_id / "results.json").write_text(json.dumps(data))
     html = report.render_trend(tmp_path).read_text()
     assert html.index(">a</a>") < html.index(">b</a>") and "60.0" in html and "70.0" in html
+
+
+def test_the_trend_shows_the_validation_records_per_version(tmp_path):
+    from refarch import records
+
+    runs, root = tmp_path / "runs", tmp_path / "validation"
+    runs.mkdir()
+    for ver, ips in (("0.10.0", 61.5), ("0.9.0", 73.25)):
+        data = json.loads((Path(__file__).parent / "data" / "records" / "main-local.json").read_text())
+        data.update(architecture_version=ver, tree_hash="c0ffee" * 6, overrides={})
+        data["smoke"]["runs"][1]["images_per_sec"] = ips
+        records.write_record(records.build_record([data]), root)
+    (root / "0.9.0" / "gate.json").write_text("{}")
+    html = report.render_trend(runs, records=root).read_text()
+    table = html[html.index('id="records"'):]
+    assert table.index("<td>0.9.0</td>") < table.index("<td>0.10.0</td>")  # semantic order, not text order
+    assert "73.2" in table and "61.5" in table and "49.6%" in table and "c0ffeec0ffee" in table
+    assert "No validation records yet" in report.render_trend(runs, records=tmp_path / "none").read_text()

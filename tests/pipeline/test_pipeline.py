@@ -1,0 +1,112 @@
+"""The GitLab pipeline proven by running it: gitlab-ci-local lists the jobs
+of each kind of pipeline (merge request, default branch, version tag,
+schedule) in a copy of the checkout, and runs the lint, policy and unit
+jobs in its shell executor (``tox -e pipeline``, run by ci/test.sh)."""
+
+import os
+import shutil
+
+import pytest
+import yaml
+
+from refarch import pipeline
+
+pytestmark = pytest.mark.skipif(not shutil.which("git") or not pipeline.GITLAB_CI_LOCAL.exists(),
+                                reason="needs git and gitlab-ci-local (tox -e pipeline installs it with npm)")
+
+MR = {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7"}
+CLOUD = {"REFARCH_CLOUDS_YAML": "/builds/clouds.yaml"}
+ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success"}
+
+#: scenario -> (variables, files the change touches, job -> when; a job not named is not in the pipeline).
+SCENARIOS = {
+    "merge request changing a role": (MR, ["descriptors/ansible/site.yml"], {
+        **ALWAYS, "integration-local": "on_success", "availability-local": "on_success",
+        "configurability-local": "manual", "lifecycle-local": "manual"}),
+    "merge request changing the Terraform module, with a cloud": (
+        {**MR, **CLOUD}, ["descriptors/terraform/local/main.tf"], {
+            **ALWAYS, "integration-local": "on_success", "availability-local": "on_success",
+            "lifecycle-local": "on_success", "configurability-local": "manual", "integration-openstack": "manual"}),
+    "merge request changing the pipeline": (MR, [".gitlab-ci.yml"], {
+        **ALWAYS, "pipeline": "on_success", "integration-local": "manual", "availability-local": "manual",
+        "configurability-local": "manual", "lifecycle-local": "manual"}),
+    "merge request changing only the README": (MR, ["README.md"], {
+        **ALWAYS, "integration-local": "manual", "availability-local": "manual", "configurability-local": "manual",
+        "lifecycle-local": "manual"}),
+    "push to the default branch": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main",
+                                    "CI_DEFAULT_BRANCH": "main"}, ["refarch/gate.py"], {
+        **ALWAYS, "integration-local": "on_success", "availability-local": "on_success",
+        "lifecycle-local": "on_success", "configurability-local": "manual"}),
+    "version tag, with a cloud": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD}, [], {
+        **ALWAYS, "pipeline": "on_success", "integration-local": "manual", "availability-local": "manual",
+        "configurability-local": "manual", "lifecycle-local": "manual", "integration-openstack": "on_success",
+        "gate": "on_success", "release": "on_success"}),
+    "schedule, with a cloud": ({"CI_PIPELINE_SOURCE": "schedule", **CLOUD}, [], {
+        **ALWAYS, "pipeline": "on_success", "availability-local": "on_success",
+        "configurability-local": "on_success", "janitor": "on_success"}),
+}
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    return pipeline.project_copy(tmp_path_factory.mktemp("pipeline") / "project")
+
+
+def change(repo, files):
+    pipeline.reset(repo)
+    for rel in files:
+        with open(repo / rel, "a", encoding="utf-8") as fh:
+            fh.write("\n# changed by the pipeline test\n")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_each_kind_of_pipeline_has_the_expected_jobs(repo, scenario):
+    variables, files, expected = SCENARIOS[scenario]
+    change(repo, files)
+    assert pipeline.problems(scenario, variables, pipeline.list_jobs(repo, variables), expected) == []
+
+
+def test_a_broken_rule_is_named_with_its_job_and_event(repo):
+    """Acceptance: a `rules:` edit that drops the integration job from merge
+    requests fails, naming the job and the event."""
+    change(repo, ["descriptors/ansible/site.yml"])
+    data = yaml.safe_load((repo / ".gitlab-ci.yml").read_text())
+    data["integration-local"]["rules"][0]["if"] = '$CI_PIPELINE_SOURCE == "merge_request_event"'
+    (repo / ".gitlab-ci.yml").write_text(yaml.safe_dump(data, sort_keys=False))
+    variables, _files, expected = SCENARIOS["merge request changing a role"]
+    found = pipeline.problems("merge request changing a role", variables, pipeline.list_jobs(repo, variables),
+                              {**expected, "pipeline": "on_success"})
+    assert found == ["merge request changing a role (CI_MERGE_REQUEST_IID=7, CI_PIPELINE_SOURCE=merge_request_event):"
+                     " job integration-local is absent, expected on_success"]
+
+
+def test_the_pipeline_has_the_promised_shape(repo):
+    pipeline.reset(repo)
+    data = yaml.safe_load((repo / ".gitlab-ci.yml").read_text())
+    assert data["stages"] == ["lint", "test", "roles", "integration", "gate", "release"]
+    assert data["default"]["interruptible"] is True
+    listing = pipeline.list_jobs(repo, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD})
+    assert listing["release"]["needs"][0]["job"] == "gate" and listing["release"]["stage"] == "release"
+    assert data["integration-openstack"]["resource_group"]
+    deploying = [name for name, job in data.items() if isinstance(job, dict) and job.get("extends") in
+                 (".deploys", ".local-cloud")]
+    assert set(deploying) >= {"integration-local", "integration-openstack", "availability-local",
+                              "configurability-local", "lifecycle-local"}
+    deploys = data[".deploys"]
+    assert deploys["artifacts"]["when"] == "always" and "runs/" in deploys["artifacts"]["paths"]
+    assert deploys["artifacts"]["reports"]["junit"]
+    for name in deploying:
+        after = "\n".join(data[name].get("after_script", deploys["after_script"]))
+        assert "refarch sweep --unfinished" in after, f"{name}: no teardown in after_script"
+
+
+@pytest.mark.skipif(os.environ.get("REFARCH_PIPELINE_RUN_JOBS", "1") == "0", reason="REFARCH_PIPELINE_RUN_JOBS=0")
+def test_lint_policy_and_unit_jobs_pass_in_the_shell_executor(repo):
+    pipeline.reset(repo)
+    pip_cache = os.environ.get("PIP_CACHE_DIR") or os.path.expanduser("~/.cache/pip")
+    r = pipeline.run_jobs(repo, ["lint", "policy", "unit"], {"PIP_CACHE_DIR": pip_cache})
+    output = r.stdout + r.stderr
+    results = pipeline.job_results(output)
+    failed = [job for job in ("lint", "policy", "unit") if results.get(job) != "PASS"]
+    assert not failed, "\n".join(f"job {job}: {results.get(job, 'did not run')}\n{pipeline.job_log(output, job)}"
+                                  for job in failed)
