@@ -205,3 +205,19 @@ def root_cause(output: str) -> str:
             if re.search(pattern, line):
                 return line[:300]
     return ""
+
+
+def pem_blocks(text: str) -> list[str]:
+    """The PEM certificate blocks of ``text`` with whitespace inside each
+    block removed (a bundle and a .crt file compare equal by content)."""
+    blocks = re.findall(r"-----BEGIN CERTIFICATE-----(.*?)-----END CERTIFICATE-----", text, re.S)
+    return ["".join(block.split()) for block in blocks]
+
+
+def untrusted_certificates(bundle: str, certificates: dict[str, str]) -> list[str]:
+    """Names of ``certificates`` (name -> PEM text) with a certificate that
+    is not in the CA ``bundle`` text (``/etc/ssl/certs/ca-certificates.crt``)
+    or with no certificate at all."""
+    trusted = set(pem_blocks(bundle))
+    return [name for name, pem in certificates.items()
+            if not pem_blocks(pem) or any(block not in trusted for block in pem_blocks(pem))]

@@ -3,6 +3,7 @@ skippable stages and Molecule's steps), plus the sweep.
 
   refarch up --profile local [--set K=V]   deploy + configure, keep; prints the run id
   refarch configure RUN_ID                 run the playbook against a kept cluster
+  refarch inventory RUN_ID                 write its Ansible inventory, print the path
   refarch test RUN_ID [-- PYTEST ARGS]     node/cluster checks and smoke job against it
   refarch destroy RUN_ID                   terraform destroy + sweep + leak check
   refarch sweep [--stale] [--dry-run]      remove leftovers of runs (by label)
@@ -13,6 +14,7 @@ skippable stages and Molecule's steps), plus the sweep.
   refarch record RUN_DIR... [--name NAME]  validation record of the runs' profile
   refarch gate VERSION                     may VERSION be released (policy + records)
   refarch mr-note RUN_DIR                  post the run's summary on the merge request
+  refarch roles [-s NAME]                  Molecule scenario of every role (or NAME)
 
 The default full job (deploy, configure, check, smoke, destroy) is
 ``pytest tests/integration --profile local`` (``tox -e integration``).
@@ -66,6 +68,12 @@ def _configure(args) -> int:
     cluster = Cluster.attach(args.run_id)
     result = cluster.configure()
     print(json.dumps({"changed": result.changed}))
+    return 0
+
+
+def _inventory(args) -> int:
+    cluster = Cluster.attach(args.run_id)
+    print(cluster.write_inventory())
     return 0
 
 
@@ -268,6 +276,21 @@ def _gate(args) -> int:
     return 0
 
 
+def _roles(args) -> int:
+    from . import roles
+
+    if args.list:
+        for name in roles.scenarios():
+            why = roles.skip_reason(name)
+            print(f"{name}" + (f"  (skipped here: {why})" if why else ""))
+        return 0
+    outcomes, out = roles.run_scenarios(args.scenario)
+    bad = [o.scenario for o in outcomes if o.status == "failed"]
+    print(f"roles: {len(outcomes) - len(bad)} of {len(outcomes)} scenarios passed or skipped; logs, "
+          f"results.json and junit.xml in {out}" + (f"; FAILED: {', '.join(bad)}" if bad else ""))
+    return 1 if bad else 0
+
+
 def _mr_note(args) -> int:
     from . import mrnote
 
@@ -335,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--keep-on-failure", action="store_true", help="do not tear down when a stage fails")
     up.set_defaults(func=_up)
     for name, func, text in (("configure", _configure, "run the playbook against a kept cluster"),
+                             ("inventory", _inventory, "write the Ansible inventory of a kept cluster (the one "
+                                                       "site.yml gets) and print its path"),
                              ("destroy", _destroy, "destroy a kept cluster and check nothing is left")):
         sp = sub.add_parser(name, help=text, description=text)
         sp.add_argument("run_id", help="a run id from `refarch list`")
@@ -395,6 +420,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--policy", default=str(ROOT / "validation" / "policy.yml"), help="release policy file")
     g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
     g.set_defaults(func=_gate)
+    ro = sub.add_parser("roles", help="test every Ansible role on its own with Molecule (tox -e molecule)",
+                        description="molecule test of each scenario in descriptors/ansible/molecule (one per role), "
+                                    "one at a time; Ctrl-C destroys the running scenario's nodes")
+    ro.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
+                    help="run only this scenario (repeatable); default all")
+    ro.add_argument("--list", action="store_true", help="list the scenarios and which this host skips")
+    ro.set_defaults(func=_roles)
     m = sub.add_parser("mr-note", help="post a run's summary as a note on the GitLab merge request",
                        description="Markdown summary (verdict, properties, report link) posted with python-gitlab "
                                    "when a token (REFARCH_GITLAB_TOKEN) and a merge request (CI_MERGE_REQUEST_IID) "

@@ -75,6 +75,8 @@ class Fault:
     #: Stops and starts nodes: runs only with --long-properties (tox -e
     #: availability), and its checks get --long-properties too.
     long: bool = False
+    #: Needs the profile's extra CA certificates on the controller (skipped without).
+    requires_ca: bool = False
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
@@ -379,6 +381,13 @@ FAULTS: tuple[Fault, ...] = (
           revert=lambda c: c.sh(c.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False),
           checks="test_listening_sockets_allowed", must_fail=("test_listening_sockets_allowed[{n1}]",),
           message=r"{n1}: listening beyond the allow-list .*tcp/8099"),
+    Fault("ca-untrusted", "the extra CA certificates are gone from one node's bundle (pip would fail TLS)",
+          inject=lambda c: c.sh(c.node(1), "mkdir -p /root/.refarch-ca && mv /usr/local/share/ca-certificates/refarch-*"
+                                " /root/.refarch-ca/ && update-ca-certificates --fresh >/dev/null"),
+          revert=lambda c: c.sh(c.node(1), "mv /root/.refarch-ca/* /usr/local/share/ca-certificates/ &&"
+                                " update-ca-certificates --fresh >/dev/null"),
+          checks="test_extra_ca_certificates_trusted", must_fail=("test_extra_ca_certificates_trusted[{n1}]",),
+          message=r"{n1}: /etc/ssl/certs/ca-certificates.crt lacks the extra CA certificates \['/", requires_ca=True),
 )
 
 

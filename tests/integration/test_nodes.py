@@ -3,6 +3,8 @@
 Every expectation comes from the profile; every failure names the node.
 """
 
+from pathlib import Path
+
 import pytest
 
 from refarch import ansible, checks
@@ -129,6 +131,21 @@ def test_shared_storage_root_squashed(node, node_name, profile):
         r = node.run(f"timeout 30 touch {want.mount_point}/.refarch-root-{node_name}")
         node.run(f"rm -f {want.mount_point}/.refarch-root-{node_name}")
     assert r.rc != 0, f"{node_name}: root can write to {want.mount_point} (export is not root-squashed)"
+
+
+def test_extra_ca_certificates_trusted(node, node_name, cluster):
+    """Every extra CA certificate of the profile (the controller's files,
+    e.g. an institutional TLS proxy's) is in the node's system bundle, and
+    pip is pointed at that bundle (pip ships its own otherwise)."""
+    files = cluster.ca_files()
+    if not files:
+        pytest.skip("the profile names no extra CA certificates")
+    bundle = node.file("/etc/ssl/certs/ca-certificates.crt").content_string
+    missing = checks.untrusted_certificates(bundle, {f: Path(f).read_text() for f in files})
+    assert not missing, f"{node_name}: /etc/ssl/certs/ca-certificates.crt lacks the extra CA certificates {missing}"
+    pip_conf = node.file("/etc/pip.conf")
+    assert pip_conf.exists and "/etc/ssl/certs/ca-certificates.crt" in pip_conf.content_string, (
+        f"{node_name}: /etc/pip.conf does not point pip at the system CA bundle")
 
 
 def test_resolves_every_peer(node, node_name, cluster):

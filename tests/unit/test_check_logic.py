@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from refarch import checks
 from refarch.ansible import PlaybookResult, parse_recap
 from refarch.contract import Contract
 from refarch.profile import load_profile
@@ -115,3 +116,12 @@ def test_scaling_table_check_fails_when_a_world_size_ran_on_fewer_nodes():
              {"batch_size": 16, "world_size": 2, "images_per_sec": 40.0, "hosts": ["node1", "node1"]}]
     with pytest.raises(AssertionError, match=r"batch 16 np=2: ranks on \['node1', 'node1'\]"):
         test_smoke.test_scaling_table(table, profile)
+
+
+def test_untrusted_certificates_are_named():
+    ca = "-----BEGIN CERTIFICATE-----\nMIIBaaaa\nbbbb==\n-----END CERTIFICATE-----\n"
+    other = "-----BEGIN CERTIFICATE-----\nMIIBcccc\n-----END CERTIFICATE-----\n"
+    bundle = "# system\n" + other + "-----BEGIN CERTIFICATE-----\nMIIBaaaabbbb==\n-----END CERTIFICATE-----\n"
+    assert checks.untrusted_certificates(bundle, {"proxy.crt": ca}) == []  # line breaks differ, same content
+    assert checks.untrusted_certificates(other, {"proxy.crt": ca, "empty.crt": "not a certificate"}) == [
+        "proxy.crt", "empty.crt"]

@@ -1,0 +1,151 @@
+"""Role scenarios: every Ansible role tested on its own with Molecule.
+
+The scenarios live in ``descriptors/ansible/molecule/<scenario>/`` (one per
+role, named after it). Their create, destroy and verify playbooks are the
+suite's own (``molecule/resources``): the nodes are made by ``refarch up
+--no-configure`` on the local cloud, verify runs the suite's checks of the
+role. :func:`run_scenarios` runs ``molecule test -s NAME`` for each, one at a
+time, with the output in ``runs/roles-<time>/<scenario>.log``; Ctrl-C or
+SIGTERM runs ``molecule destroy`` of the scenario that was running, so its
+nodes do not outlive the run. A scenario the host cannot run (the gpu role
+without an NVIDIA GPU) is reported as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import lifecycle, proc, progress
+from .errors import CommandError, PhaseTimeout, RefarchError
+from .paths import ANSIBLE_DIR, runs_dir
+
+MOLECULE_DIR = ANSIBLE_DIR / "molecule"
+#: Seconds one scenario may take (create, prepare, converge twice, verify, destroy).
+SCENARIO_TIMEOUT_S = 1800
+
+
+def scenarios() -> list[str]:
+    """Scenario names (folders with a molecule.yml), in site.yml's role order
+    where they are roles, the others after them."""
+    order = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", "cluster_ssh", "shared_storage",
+             "openmpi", "horovod"]
+    names = [p.parent.name for p in MOLECULE_DIR.glob("*/molecule.yml")]
+    return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
+
+
+def nvidia_gpus() -> int:
+    """GPUs ``nvidia-smi -L`` lists on this host (0 without the command)."""
+    if not shutil.which("nvidia-smi"):
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def skip_reason(name: str) -> str | None:
+    """Why this host cannot run scenario ``name``, or None."""
+    if name == "gpu" and nvidia_gpus() == 0:
+        return "needs a host with an NVIDIA GPU (nvidia-smi lists none here)"
+    return None
+
+
+@dataclass
+class Outcome:
+    """One scenario's result: ``status`` is passed, failed or skipped."""
+
+    scenario: str
+    status: str
+    seconds: float
+    detail: str = ""
+    log: str = ""
+
+
+def _destroy(name: str, log: Path) -> None:
+    print(f"refarch: roles: destroying scenario {name}", file=sys.stderr, flush=True)
+    proc.run(["molecule", "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False)
+
+
+def run_scenario(name: str, out: Path) -> Outcome:
+    """``molecule test -s name`` (destroy on failure is Molecule's own;
+    on Ctrl-C/SIGTERM :func:`_destroy` runs)."""
+    reason = skip_reason(name)
+    if reason:
+        return Outcome(name, "skipped", 0.0, reason)
+    log = out / f"{name}.log"
+    start = time.monotonic()
+    failed: dict[str, str] = {}
+    with lifecycle.guarded(lambda: _destroy(name, log), keep=lambda: not lifecycle.INTERRUPTED):
+        with progress.heartbeat(f"role scenario {name}", log=log):
+            try:
+                proc.run(["molecule", "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
+                         stream=True)
+            except (CommandError, PhaseTimeout) as exc:
+                failed["why"] = str(exc).splitlines()[0]
+    seconds = round(time.monotonic() - start, 1)
+    if failed:
+        return Outcome(name, "failed", seconds, failure_line(log.read_text(encoding="utf-8", errors="replace"))
+                       or failed["why"], str(log))
+    return Outcome(name, "passed", seconds, log=str(log))
+
+
+def failure_line(output: str) -> str:
+    """The line that says why a Molecule run failed: a failed assertion's
+    message, a task's ``fatal:`` line, or Molecule's own error."""
+    keys = ("checks of the role failed", "fatal: [", "Idempotence test failed", "CRITICAL", "ERROR ")
+    for key in keys:
+        lines = [line.strip() for line in output.splitlines() if key in line]
+        if lines:
+            return lines[-1][:500]
+    return ""
+
+
+def write_junit(outcomes: list[Outcome], path: Path) -> Path:
+    """JUnit XML with one test case per scenario (for GitLab's test report)."""
+    suite = ET.Element("testsuite", name="roles", tests=str(len(outcomes)),
+                       failures=str(sum(o.status == "failed" for o in outcomes)),
+                       skipped=str(sum(o.status == "skipped" for o in outcomes)))
+    for o in outcomes:
+        case = ET.SubElement(suite, "testcase", classname="molecule", name=o.scenario, time=str(o.seconds))
+        if o.status == "failed":
+            ET.SubElement(case, "failure", message=o.detail).text = f"log: {o.log}"
+        elif o.status == "skipped":
+            ET.SubElement(case, "skipped", message=o.detail)
+    ET.ElementTree(suite).write(path, encoding="utf-8", xml_declaration=True)
+    return path
+
+
+def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
+    """Run the named scenarios (default: all), one after another; returns
+    their outcomes and the folder with the logs, results.json and junit.xml.
+
+    Raises:
+        RefarchError: an unknown scenario name (before anything runs), or
+            molecule is not installed.
+    """
+    known = scenarios()
+    names = names or known
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise RefarchError(f"unknown scenario {', '.join(unknown)}: the scenarios are {', '.join(known)}")
+    if not shutil.which("molecule"):
+        raise RefarchError("molecule is not installed here: run `ci/tox -e molecule`")
+    out = runs_dir() / time.strftime("roles-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True)
+    outcomes = []
+    for name in names:
+        outcome = run_scenario(name, out)
+        outcomes.append(outcome)
+        print(f"refarch: roles: {name}: {outcome.status} ({outcome.seconds:.0f} s)"
+              + (f": {outcome.detail}" if outcome.detail else ""), flush=True)
+    (out / "results.json").write_text(json.dumps([o.__dict__ for o in outcomes], indent=2), encoding="utf-8")
+    write_junit(outcomes, out / "junit.xml")
+    return outcomes, out
