@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ci/bootstrap.sh
-exec ci/tox -e lint,policy,unit,pipeline,fresh,integration,report,configurability,faults,availability,teardown,concurrency -- "$@"
+exec ci/tox -e lint,policy,unit,pipeline,fresh,integration,report,molecule,configurability,faults,availability,teardown,concurrency -- "$@"

@@ -40,12 +40,28 @@ def scenarios() -> list[str]:
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
 
+def molecule() -> str:
+    """The ``molecule`` command of this Python environment (tox -e molecule
+    installs it; it is a Python package, not a host command).
+
+    Raises:
+        RefarchError: not installed here.
+    """
+    path = Path(sys.executable).with_name("molecule")
+    if not path.exists():
+        raise RefarchError("molecule is not installed in this environment: run `ci/tox -e molecule`")
+    return str(path)
+
+
 def nvidia_gpus() -> int:
-    """GPUs ``nvidia-smi -L`` lists on this host (0 without the command)."""
-    if not shutil.which("nvidia-smi"):
+    """GPUs ``nvidia-smi -L`` lists on this host (0 without the command: it
+    comes with NVIDIA's driver on GPU hosts, and its absence only means the
+    gpu scenario is skipped, so it is not a host command of the table)."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
         return 0
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60).stdout
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60).stdout
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
@@ -71,7 +87,7 @@ class Outcome:
 
 def _destroy(name: str, log: Path) -> None:
     print(f"refarch: roles: destroying scenario {name}", file=sys.stderr, flush=True)
-    proc.run(["molecule", "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False)
+    proc.run([molecule(), "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False)
 
 
 def run_scenario(name: str, out: Path) -> Outcome:
@@ -86,7 +102,7 @@ def run_scenario(name: str, out: Path) -> Outcome:
     with lifecycle.guarded(lambda: _destroy(name, log), keep=lambda: not lifecycle.INTERRUPTED):
         with progress.heartbeat(f"role scenario {name}", log=log):
             try:
-                proc.run(["molecule", "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
+                proc.run([molecule(), "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
                          stream=True)
             except (CommandError, PhaseTimeout) as exc:
                 failed["why"] = str(exc).splitlines()[0]
@@ -136,8 +152,7 @@ def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise RefarchError(f"unknown scenario {', '.join(unknown)}: the scenarios are {', '.join(known)}")
-    if not shutil.which("molecule"):
-        raise RefarchError("molecule is not installed here: run `ci/tox -e molecule`")
+    molecule()
     out = runs_dir() / time.strftime("roles-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     outcomes = []

@@ -17,11 +17,16 @@ pytestmark = pytest.mark.skipif(not shutil.which("git") or not pipeline.GITLAB_C
 MR = {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7"}
 CLOUD = {"REFARCH_CLOUDS_YAML": "/builds/clouds.yaml"}
 ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success"}
+ROLE_JOBS = {f"role-{r}": "on_success" for r in ("common", "ca-certificates", "ssh-hardening", "time-sync", "gpu",
+                                                 "cluster-ssh", "shared-storage", "openmpi", "horovod")}
 
 #: scenario -> (variables, files the change touches, job -> when; a job not named is not in the pipeline).
 SCENARIOS = {
     "merge request changing a role": (MR, ["descriptors/ansible/site.yml"], {
         **ALWAYS, "integration-local": "on_success", "availability-local": "on_success",
+        "configurability-local": "manual", "lifecycle-local": "manual"}),
+    "merge request changing one role": (MR, ["descriptors/ansible/roles/openmpi/tasks/main.yml"], {
+        **ALWAYS, "role-openmpi": "on_success", "integration-local": "on_success", "availability-local": "on_success",
         "configurability-local": "manual", "lifecycle-local": "manual"}),
     "merge request changing the Terraform module, with a cloud": (
         {**MR, **CLOUD}, ["descriptors/terraform/local/main.tf"], {
@@ -42,7 +47,7 @@ SCENARIOS = {
         "configurability-local": "manual", "lifecycle-local": "manual", "integration-openstack": "on_success",
         "gate": "on_success", "release": "on_success"}),
     "schedule, with a cloud": ({"CI_PIPELINE_SOURCE": "schedule", **CLOUD}, [], {
-        **ALWAYS, "pipeline": "on_success", "availability-local": "on_success",
+        **ALWAYS, **ROLE_JOBS, "pipeline": "on_success", "availability-local": "on_success",
         "configurability-local": "on_success", "janitor": "on_success"}),
 }
 
@@ -92,6 +97,8 @@ def test_the_pipeline_has_the_promised_shape(repo):
                  (".deploys", ".local-cloud")]
     assert set(deploying) >= {"integration-local", "integration-openstack", "availability-local",
                               "configurability-local", "lifecycle-local"}
+    assert "molecule destroy -s $ROLE" in "\n".join(data[".role"]["after_script"])
+    assert {name for name, job in listing.items() if job["stage"] == "roles"} == set(ROLE_JOBS)
     deploys = data[".deploys"]
     assert deploys["artifacts"]["when"] == "always" and "runs/" in deploys["artifacts"]["paths"]
     assert deploys["artifacts"]["reports"]["junit"]

@@ -1,0 +1,55 @@
+"""The role scenarios' runner (refarch roles): which scenarios exist, which
+this host skips, bad input, and the failure line taken from Molecule's
+output (recorded from real runs in tests/unit/data/molecule/)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from refarch import roles
+from refarch.errors import RefarchError
+from refarch.paths import ANSIBLE_DIR
+
+DATA = Path(__file__).parent / "data" / "molecule"
+
+
+def test_every_role_has_a_scenario_in_site_order():
+    role_dirs = sorted(p.name for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
+    assert sorted(roles.scenarios()) == role_dirs
+    assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-1] == "horovod"
+
+
+@pytest.mark.parametrize("name", ["cluster_ssh", "shared_storage", "openmpi", "horovod"])
+def test_roles_that_span_nodes_get_two_instances(name):
+    config = yaml.safe_load((roles.MOLECULE_DIR / name / "molecule.yml").read_text())
+    assert [p["name"] for p in config["platforms"]] == ["node1", "node2"]
+    assert config["provisioner"]["env"]["REFARCH_MOLECULE_NODES"] == "2"
+
+
+def test_the_gpu_scenario_is_skipped_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(roles, "nvidia_gpus", lambda: 0)
+    assert "NVIDIA GPU" in roles.skip_reason("gpu") and roles.skip_reason("common") is None
+    outcome = roles.run_scenario("gpu", Path("/nonexistent"))
+    assert (outcome.status, outcome.seconds) == ("skipped", 0.0)
+
+
+def test_an_unknown_scenario_is_one_line_before_anything_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
+    with pytest.raises(RefarchError, match=r"unknown scenario comon: the scenarios are common, ca_certificates"):
+        roles.run_scenarios(["comon"])
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_failure_line_names_the_cause():
+    verify = roles.failure_line((DATA / "verify-failed.log").read_text())
+    assert verify.startswith('fatal: [localhost]: FAILED!') and "test_training_user[node1]" in verify
+    converge = roles.failure_line((DATA / "converge-failed.log").read_text())
+    assert "fatal: [node1]" in converge and "has no attribute 'packages'" in converge
+
+
+def test_junit_has_one_case_per_scenario(tmp_path):
+    path = roles.write_junit([roles.Outcome("common", "passed", 21.0), roles.Outcome("gpu", "skipped", 0, "no GPU"),
+                              roles.Outcome("openmpi", "failed", 30.0, "fatal: [node2]", "x.log")], tmp_path / "j.xml")
+    text = path.read_text()
+    assert 'tests="3" failures="1" skipped="1"' in text and '<skipped message="no GPU"' in text
