@@ -1,6 +1,8 @@
 """The build caches a run leaves on the machine: node images (podman,
 ``localhost/refarch-node:<hash>``, about 300 MB each) and wheelhouses
-(``<cache>/wheelhouse/<key>``, about 600 MB each), one per pin set.
+(``<cache>/wheelhouse/<key>``, about 600 MB each), one per pin set, and
+the VM images of the VM scenarios (``<cache>/vm-image/<key>``, about
+1 GB each).
 
 :func:`entries` lists them (size, date, whether the current pins use it);
 :func:`prune` removes all but the current one and the ``keep`` most recent
@@ -55,6 +57,12 @@ def entries() -> list[Entry]:
     for path in sorted(root.glob("*")) if root.is_dir() else []:
         if path.is_dir() and (path / "constraints.txt").is_file():
             out.append(Entry("wheelhouse", str(path), _folder_size(path), path.stat().st_mtime, path.name == key))
+    from .vm import image_key
+
+    vm_root, vm_key = cache_dir() / "vm-image", image_key()
+    for path in sorted(vm_root.glob("*")) if vm_root.is_dir() else []:
+        if path.is_dir():
+            out.append(Entry("vm-image", str(path), _folder_size(path), path.stat().st_mtime, path.name == vm_key))
     return sorted(out, key=lambda e: (e.kind, -e.created))
 
 
@@ -78,7 +86,7 @@ def prune(keep: int = 1, dry_run: bool = False) -> tuple[list[Entry], list[str]]
                     problems.append(f"{e.name}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
                     continue
             else:
-                with cache_lock("wheelhouse"):
+                with cache_lock(kind):
                     shutil.rmtree(e.name)
             removed.append(e)
     return removed, problems

@@ -221,3 +221,29 @@ def untrusted_certificates(bundle: str, certificates: dict[str, str]) -> list[st
     trusted = set(pem_blocks(bundle))
     return [name for name, pem in certificates.items()
             if not pem_blocks(pem) or any(block not in trusted for block in pem_blocks(pem))]
+
+
+def parse_exportfs(text: str) -> dict[str, dict[str, list[str]]]:
+    """``exportfs -v`` -> {export path: {client: [options]}} (an entry may
+    wrap onto a second line when the path is long)."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for path, client, options in re.findall(r"(/\S*)\s+(\S+?)\(([^)]*)\)", text):
+        out.setdefault(path, {})[client] = options.split(",")
+    return out
+
+
+def export_problems(exports: dict[str, dict[str, list[str]]], path: str, client: str,
+                    required: list[str]) -> list[str]:
+    """What is wrong with the export of ``path`` to ``client``: not
+    exported, exported to other clients too, or lacking one of ``required``
+    (e.g. ``root_squash``, ``sync``, ``rw``)."""
+    clients = exports.get(path)
+    if not clients:
+        return [f"{path} is not exported (exports: {sorted(exports) or 'none'})"]
+    problems = [f"{path} is also exported to {other}" for other in sorted(clients) if other != client]
+    if client not in clients:
+        return problems + [f"{path} is not exported to {client}"]
+    have = clients[client]
+    problems += [f"export {path} to {client} lacks {opt} (has {','.join(have)})" for opt in required
+                 if opt not in have]
+    return problems

@@ -85,6 +85,14 @@ def _test(args) -> int:
 
 
 def _destroy(args) -> int:
+    if RunDir.open(args.run_id).read_meta().get("cloud") == "vm":
+        from . import vm
+
+        left = vm.destroy(args.run_id)
+        print(json.dumps({"leaks": left}, indent=2))
+        if left:
+            raise RefarchError(f"run {args.run_id} left behind: {left}")
+        return 0
     cluster = Cluster.attach(args.run_id)
     report = cluster.destroy()
     print(json.dumps(report, indent=2))
@@ -99,6 +107,12 @@ def _sweep(args) -> int:
     ``--include-kept``."""
     if args.stale:
         localcloud.sweep_stale(include_kept=args.include_kept, dry_run=args.dry_run)
+        from . import vm
+
+        for run_id in vm.stale_runs():
+            print(f"{'would remove' if args.dry_run else 'removing'} stale VM run {run_id} (owner gone, not kept)")
+            if not args.dry_run:
+                vm.destroy(run_id)
     verdicts = localcloud.stale_runs(include_kept=True)
     for run_id in sorted(set(args.run_ids)):
         validate_run_id(run_id)
@@ -276,6 +290,26 @@ def _gate(args) -> int:
     return 0
 
 
+def _vm(args) -> int:
+    from . import vm
+
+    if args.action == "up":
+        volumes = {}
+        for spec in args.volume:
+            node, _, size = spec.partition("=")
+            if not node or not size.isdigit():
+                raise RefarchError(f"--volume {spec!r}: use NODE=GB, e.g. node1=1")
+            volumes[node] = int(size)
+        rundir = vm.up(args.nodes, volumes, seed_without_host_keys=args.seed_without_host_keys)
+        print(f"run id: {rundir.run_id}")
+        print(f"inventory: {rundir.path / 'inventory.yml'}")
+        print(f"ssh: ssh -F {rundir.ssh_dir / 'config'} node1    destroy: ci/refarch destroy {rundir.run_id}")
+        return 0
+    vm.reboot(RunDir.open(args.run_id), args.node)
+    print(f"{args.node} of {args.run_id} is back")
+    return 0
+
+
 def _roles(args) -> int:
     from . import roles
 
@@ -420,6 +454,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--policy", default=str(ROOT / "validation" / "policy.yml"), help="release policy file")
     g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
     g.set_defaults(func=_gate)
+    v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs and cloud-init scenarios)",
+                       description="up: boot VMs from the cached VM image with cloud-init seeds rendered by "
+                                   "Terraform, kept until `refarch destroy RUN_ID`; reboot: reboot one and wait")
+    v.add_argument("action", choices=["up", "reboot"])
+    v.add_argument("run_id", nargs="?", help="reboot: the VM run")
+    v.add_argument("--nodes", type=int, default=1, choices=range(1, 5), help="up: how many VMs (1-4)")
+    v.add_argument("--volume", action="append", default=[], metavar="NODE=GB", help="up: an extra disk (/dev/vdb)")
+    v.add_argument("--seed-without-host-keys", action="store_true",
+                   help="up: drop the host keys from the seed (proves the strict SSH check notices)")
+    v.add_argument("--node", default="node1", help="reboot: which VM")
+    v.set_defaults(func=_vm)
     ro = sub.add_parser("roles", help="test every Ansible role on its own with Molecule (tox -e molecule)",
                         description="molecule test of each scenario in descriptors/ansible/molecule (one per role), "
                                     "one at a time; Ctrl-C destroys the running scenario's nodes")

@@ -157,6 +157,7 @@ def existing_hosts_contract(spec: str, profile: Profile) -> Contract:
         name = socket.gethostname()
         nodes = [{"name": name, "address": "127.0.0.1", "roles": ["worker"]}]
         user = getpass.getuser()
+        key = known_hosts = ""
         cidr = "127.0.0.0/8"
     else:
         path = Path(spec)
@@ -168,12 +169,16 @@ def existing_hosts_contract(spec: str, profile: Profile) -> Contract:
         if not hosts:
             raise RefarchError(f"--existing-hosts: {spec} lists no hosts (all.children.cluster.hosts or all.hosts)")
         nodes = [{"name": n, "address": (v or {}).get("ansible_host", n), "roles": ["worker"]} for n, v in hosts.items()]
-        user = (top.get("vars") or {}).get("ansible_user", getpass.getuser())
+        top_vars = top.get("vars") or {}
+        user = top_vars.get("ansible_user", getpass.getuser())
+        key = top_vars.get("ansible_ssh_private_key_file", "")
+        m = re.search(r"UserKnownHostsFile=(\S+)", top_vars.get("ansible_ssh_common_args", ""))
+        known_hosts = m.group(1) if m else ""
         cidr = "0.0.0.0/0"
     return Contract.from_outputs({
         "run_id": "existing-hosts", "cloud": "existing", "nodes": nodes,
         "cluster_network": {"cidr": cidr, "name": "existing"}, "ssh_user": user,
-        "ssh_private_key_file": "", "ssh_known_hosts_file": "",
+        "ssh_private_key_file": key, "ssh_known_hosts_file": known_hosts,
         "shared_storage": {"server": nodes[0]["name"], "server_address": nodes[0]["address"], **storage},
     })
 
@@ -301,7 +306,11 @@ def hosts(cluster, run_state: RunState) -> dict:
         for node in cluster.contract.nodes:
             if node.name not in run_state.hosts:
                 spec = "local://" if node.address == "127.0.0.1" else f"ssh://{cluster.contract.ssh_user}@{node.address}"
-                run_state.hosts[node.name] = testinfra.get_host(spec, ssh_identity_file=None)
+                # The inventory's key and known_hosts (strict), else ssh's own defaults.
+                known = cluster.contract.ssh_known_hosts_file
+                extra = f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={known}" if known else None
+                run_state.hosts[node.name] = testinfra.get_host(
+                    spec, ssh_identity_file=cluster.contract.ssh_private_key_file or None, ssh_extra_args=extra)
         return run_state.hosts
     config = cluster.rundir.ssh_dir / "config"
     if not config.exists():

@@ -35,7 +35,7 @@ def scenarios() -> list[str]:
     """Scenario names (folders with a molecule.yml), in site.yml's role order
     where they are roles, the others after them."""
     order = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", "cluster_ssh", "shared_storage",
-             "openmpi", "horovod"]
+             "openmpi", "horovod", "cloud-init", "nfs"]
     names = [p.parent.name for p in MOLECULE_DIR.glob("*/molecule.yml")]
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
@@ -65,6 +65,15 @@ def nvidia_gpus() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.splitlines() if line.startswith("GPU "))
+
+
+def platform(name: str) -> str:
+    """``local`` or ``vm``: where scenario ``name`` makes its nodes
+    (REFARCH_MOLECULE_PLATFORM in its molecule.yml)."""
+    import yaml
+
+    config = yaml.safe_load((MOLECULE_DIR / name / "molecule.yml").read_text(encoding="utf-8"))
+    return config.get("provisioner", {}).get("env", {}).get("REFARCH_MOLECULE_PLATFORM", "local")
 
 
 def skip_reason(name: str) -> str | None:
@@ -146,6 +155,8 @@ def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
     Raises:
         RefarchError: an unknown scenario name (before anything runs), or
             molecule is not installed.
+        PreflightError: a VM scenario is asked for and the host lacks what
+            the VM platform needs (before anything runs).
     """
     known = scenarios()
     names = names or known
@@ -153,6 +164,10 @@ def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
     if unknown:
         raise RefarchError(f"unknown scenario {', '.join(unknown)}: the scenarios are {', '.join(known)}")
     molecule()
+    if any(platform(n) == "vm" for n in names):
+        from . import vm
+
+        vm.preflight()  # QEMU, mkfs.ext4, cloud-localds, /dev/net/tun: one line before anything is made
     out = runs_dir() / time.strftime("roles-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     outcomes = []

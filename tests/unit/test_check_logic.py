@@ -125,3 +125,22 @@ def test_untrusted_certificates_are_named():
     assert checks.untrusted_certificates(bundle, {"proxy.crt": ca}) == []  # line breaks differ, same content
     assert checks.untrusted_certificates(other, {"proxy.crt": ca, "empty.crt": "not a certificate"}) == [
         "proxy.crt", "empty.crt"]
+
+
+EXPORTFS = """/srv/shared   \t10.215.0.0/24(sync,wdelay,hide,no_subtree_check,sec=sys,rw,secure,root_squash,no_all_squash)
+/srv/a-very-long-path-that-wraps
+\t\t10.215.0.0/24(async,wdelay,hide,no_subtree_check,sec=sys,rw,secure,no_root_squash,no_all_squash)
+"""
+
+
+def test_export_problems_name_the_option():
+    exports = checks.parse_exportfs(EXPORTFS)
+    assert exports["/srv/shared"]["10.215.0.0/24"][-2] == "root_squash"
+    assert checks.export_problems(exports, "/srv/shared", "10.215.0.0/24", ["rw", "sync", "root_squash"]) == []
+    assert checks.export_problems(exports, "/srv/a-very-long-path-that-wraps", "10.215.0.0/24",
+                                  ["sync", "root_squash"]) == [
+        "export /srv/a-very-long-path-that-wraps to 10.215.0.0/24 lacks sync (has async,wdelay,hide,no_subtree_check,"
+        "sec=sys,rw,secure,no_root_squash,no_all_squash)",
+        "export /srv/a-very-long-path-that-wraps to 10.215.0.0/24 lacks root_squash (has async,wdelay,hide,"
+        "no_subtree_check,sec=sys,rw,secure,no_root_squash,no_all_squash)"]
+    assert checks.export_problems(exports, "/srv/x", "10.0.0.0/8", ["rw"])[0].startswith("/srv/x is not exported")

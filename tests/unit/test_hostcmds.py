@@ -75,7 +75,7 @@ def test_the_scanner_sees_the_forms_the_code_uses():
 
 
 def test_every_row_has_a_package_and_known_stages():
-    stages = {"bootstrap", "local", "faults", "lint", "report", "pipeline"}
+    stages = {"bootstrap", "local", "faults", "lint", "report", "pipeline", "vm"}
     for row in hostcmds.load_table():
         assert row.package, row
         assert set(row.stages) <= stages, f"{row.command}: unknown stage in {row.stages}"

@@ -16,8 +16,21 @@ DATA = Path(__file__).parent / "data" / "molecule"
 
 def test_every_role_has_a_scenario_in_site_order():
     role_dirs = sorted(p.name for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
-    assert sorted(roles.scenarios()) == role_dirs
-    assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-1] == "horovod"
+    assert sorted(n for n in roles.scenarios() if roles.platform(n) == "local") == role_dirs
+    assert [n for n in roles.scenarios() if roles.platform(n) == "vm"] == ["cloud-init", "nfs"]
+    assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-3] == "horovod"
+
+
+def test_a_vm_scenario_without_qemu_is_one_line_before_anything_runs(tmp_path, monkeypatch):
+    from refarch import vm
+    from refarch.errors import PreflightError
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(roles, "molecule", lambda: "molecule")
+    monkeypatch.setattr(vm.shutil, "which", lambda cmd: None if cmd == "qemu-system-x86_64" else f"/usr/bin/{cmd}")
+    with pytest.raises(PreflightError, match=r"^the VM platform needs qemu-system-x86_64 \(ci/bootstrap.sh vm"):
+        roles.run_scenarios(["nfs"])
+    assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("name", ["cluster_ssh", "shared_storage", "openmpi", "horovod"])

@@ -1,0 +1,105 @@
+"""Verify of the nfs scenario (two QEMU VMs with a real kernel, the
+shared_storage role's NFS path converged): the export's options, the
+suite's own storage checks against the VMs, the volume under the export, a
+`hard` mount riding out a server restart during a write loop, and the
+client mounting the share again after a reboot.  Each property here can
+fail: test_a_missing_root_squash_is_named breaks the export on purpose."""
+
+import subprocess
+import sys
+import time
+
+from refarch import checks, vm
+from refarch.paths import ROOT
+
+EXPORT, MOUNT, USER = "/srv/shared", "/shared", "hvd"
+REQUIRED = ["rw", "sync", "root_squash"]
+
+
+def export_problems(server, cidr: str) -> list[str]:
+    with server.sudo():
+        out = server.check_output("exportfs -v")
+    return checks.export_problems(checks.parse_exportfs(out), EXPORT, cidr, REQUIRED)
+
+
+def test_export_options(vm_hosts, vm_run):
+    cidr = vm_run.read_meta()["subnet"]
+    problems = export_problems(vm_hosts["node1"], cidr)
+    assert not problems, "node1: " + "; ".join(problems)
+
+
+def test_the_volume_is_under_the_export(vm_hosts):
+    mp = vm_hosts["node1"].mount_point(EXPORT)
+    assert mp.exists and mp.device == "/dev/vdb" and mp.filesystem == "ext4", (
+        f"node1: {EXPORT} is {mp.device if mp.exists else 'not mounted'} ({mp.filesystem if mp.exists else '-'}), "
+        "expected the volume /dev/vdb (ext4)")
+
+
+def test_the_suites_storage_checks_pass_against_the_vms(vm_run, tmp_path):
+    """tests/integration's storage checks (mount type and options, usable,
+    write on one node and read the same bytes on the other, root squashed)
+    in existing-hosts mode with the OpenStack profile's expectations."""
+    junit = tmp_path / "storage.xml"
+    r = subprocess.run([sys.executable, "-m", "pytest", "tests/integration/test_nodes.py", "--existing-hosts",
+                        str(vm_run.path / "inventory.yml"), "--profile", "openstack-v100", "-k", "test_shared_storage",
+                        "-p", "no:cacheprovider", "-q", "-rfEs", f"--junitxml={junit}"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=900)
+    failed = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+    assert r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout.splitlines()[-1], (
+        "the suite's storage checks against the VMs: " + ("; ".join(failed) or r.stdout[-1500:]))
+
+
+def test_a_hard_mount_rides_out_a_server_restart(vm_hosts):
+    client, server = vm_hosts["node2"], vm_hosts["node1"]
+    loop = (f"for i in $(seq 40); do echo $i >> {MOUNT}/.refarch-loop || echo IOERROR $i; sleep 0.5; done;"
+            " echo LOOP-DONE")
+    with client.sudo(USER):
+        client.run(f"rm -f {MOUNT}/.refarch-loop; nohup sh -c '{loop}' > /tmp/.refarch-loop.log 2>&1 < /dev/null &")
+    time.sleep(3)
+    with server.sudo():
+        restart = server.run("systemctl restart nfs-server")
+    assert restart.rc == 0, f"node1: systemctl restart nfs-server failed: {restart.stderr}"
+    deadline = time.monotonic() + 240
+    out = ""
+    while time.monotonic() < deadline:
+        out = client.run("cat /tmp/.refarch-loop.log").stdout
+        if "LOOP-DONE" in out:
+            break
+        time.sleep(3)
+    with client.sudo(USER):
+        lines = client.run(f"wc -l < {MOUNT}/.refarch-loop").stdout.strip()
+        client.run(f"rm -f {MOUNT}/.refarch-loop")
+    assert "LOOP-DONE" in out, "node2: the write loop did not finish within 240 s of the server restart"
+    assert "IOERROR" not in out, f"node2: writes failed during the NFS server restart: {out.split('IOERROR', 1)[1][:200]}"
+    assert lines == "40", f"node2: {lines} of 40 lines reached the share across the server restart"
+
+
+def test_a_missing_root_squash_is_named(vm_hosts, vm_run):
+    """The export check fails naming the option when the export loses
+    root_squash (then the export is put back)."""
+    server, cidr = vm_hosts["node1"], vm_run.read_meta()["subnet"]
+    with server.sudo():
+        server.check_output("cp /etc/exports.d/refarch.exports /root/refarch.exports.bak && "
+                            "sed -i 's/root_squash/no_root_squash/' /etc/exports.d/refarch.exports && exportfs -ra")
+        try:
+            problems = export_problems(server, cidr)
+        finally:
+            server.check_output("mv /root/refarch.exports.bak /etc/exports.d/refarch.exports && exportfs -ra")
+    assert any(p.startswith(f"export {EXPORT} to {cidr} lacks root_squash (has ") and "no_root_squash" in p
+               for p in problems), problems
+    assert not export_problems(server, cidr)
+
+
+def test_the_client_mounts_the_share_again_after_a_reboot(vm_hosts, vm_run):
+    vm.reboot(vm_run, "node2")
+    client = vm_hosts["node2"]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not client.mount_point(MOUNT).exists:
+        time.sleep(3)
+    mp = client.mount_point(MOUNT)
+    assert mp.exists, f"node2: {MOUNT} is not mounted after a reboot (not in /etc/fstab, or _netdev ordering)"
+    assert mp.filesystem == "nfs4" and "hard" in mp.options, f"node2: {MOUNT} after reboot: {mp.filesystem} {mp.options}"
+    with client.sudo(USER):
+        assert client.run(f"ls {MOUNT}").rc == 0, f"node2: {MOUNT} is mounted after the reboot but unreadable"
+
+
