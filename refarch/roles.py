@@ -94,9 +94,19 @@ class Outcome:
     log: str = ""
 
 
+def molecule_env() -> dict[str, str]:
+    """PATH with this Python environment's bin first: Molecule runs
+    ansible-playbook and ansible-config from there (also when the runner
+    is started as ``.tox/molecule/bin/python -m refarch roles``)."""
+    import os
+
+    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+
 def _destroy(name: str, log: Path) -> None:
     print(f"refarch: roles: destroying scenario {name}", file=sys.stderr, flush=True)
-    proc.run([molecule(), "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False)
+    proc.run([molecule(), "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False,
+             env=molecule_env())
 
 
 def run_scenario(name: str, out: Path) -> Outcome:
@@ -112,7 +122,7 @@ def run_scenario(name: str, out: Path) -> Outcome:
         with progress.heartbeat(f"role scenario {name}", log=log):
             try:
                 proc.run([molecule(), "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
-                         stream=True)
+                         stream=True, env=molecule_env())
             except (CommandError, PhaseTimeout) as exc:
                 failed["why"] = str(exc).splitlines()[0]
     seconds = round(time.monotonic() - start, 1)
