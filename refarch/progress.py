@@ -76,6 +76,24 @@ def progress_bar(console: Console) -> Progress:
                     console=console, transient=True, refresh_per_second=2)
 
 
+@contextmanager
+def _every(seconds: float, fn, name: str) -> Iterator[None]:
+    """Call ``fn()`` every ``seconds`` in a daemon thread while the block runs."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(seconds):
+            fn()
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(2)
+
+
 #: The progress display drawn now (a nested phase adds a row to it).
 _ACTIVE: list[Progress] = []
 
@@ -90,19 +108,11 @@ def _bar(tty: IO[str], what: str, estimate_s: float | None, hint: str) -> Iterat
         owner.start()
         _ACTIVE.append(owner)
     task = bar.add_task(what, total=estimate_s or None, hint=hint)
-    stop = threading.Event()
-
-    def tick() -> None:
-        while not stop.wait(0.5):
-            bar.update(task, completed=min(time.monotonic() - start, estimate_s or 0))
-
-    thread = threading.Thread(target=tick, name=f"progress {what}", daemon=True)
-    thread.start()
     try:
-        yield
+        with _every(0.5, lambda: bar.update(task, completed=min(time.monotonic() - start, estimate_s or 0)),
+                    f"progress {what}"):
+            yield
     finally:
-        stop.set()
-        thread.join(2)
         bar.remove_task(task)
         if owner is not None:
             _ACTIVE.remove(owner)
@@ -138,17 +148,8 @@ def heartbeat(what: str, estimate_s: float | None = None, log: Path | None = Non
     if log is not None:
         hints.append(f"log {log}")
     hint = f" ({'; '.join(hints)})" if hints else ""
-    start, stop = time.monotonic(), threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(every_s):
-            lifecycle.NOTIFY(f"refarch: {what}: {time.monotonic() - start:.0f} s so far{hint}")
-
+    start = time.monotonic()
     lifecycle.NOTIFY(f"refarch: {what}: started{hint}")
-    thread = threading.Thread(target=beat, name=f"heartbeat {what}", daemon=True)
-    thread.start()
-    try:
+    with _every(every_s, lambda: lifecycle.NOTIFY(f"refarch: {what}: {time.monotonic() - start:.0f} s so far{hint}"),
+                f"heartbeat {what}"):
         yield
-    finally:
-        stop.set()
-        thread.join(2)
