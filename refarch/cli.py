@@ -36,7 +36,7 @@ from .lifecycle import guarded
 from .owner import Owner
 from .paths import ROOT, runs_dir
 from .profile import parse_overrides
-from .run import RunDir, validate_run_id
+from .run import RunDir, orphaned_runs, validate_run_id
 
 
 def _up(args) -> int:
@@ -141,19 +141,7 @@ def unfinished_runs() -> list[str]:
     cancelled CI job leaves (GitLab runs ``after_script`` after a cancel).
     Works for every cloud: each run is torn down through its own Terraform
     state."""
-    out = []
-    for path in sorted(runs_dir().iterdir()):
-        try:
-            meta = json.loads((path / "run.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if meta.get("destroyed") or meta.get("kept") or not (path / "terraform").exists():
-            continue
-        owner = Owner.from_labels(meta.get("owner") or {})
-        if owner is not None and owner.alive():
-            continue
-        out.append(path.name)
-    return out
+    return [path.name for path, _meta in orphaned_runs() if (path / "terraform").exists()]
 
 
 def run_rows() -> list[dict]:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import yaml
 
+from . import version
 from .errors import RefarchError
 from .paths import ROOT
 
@@ -31,16 +32,16 @@ NOT_IN_PIPELINE = "never"
 
 
 def _git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=refarch", "-c", "user.email=refarch@localhost",
-                           *args], check=True, capture_output=True, text=True, timeout=120).stdout
+    return version.git("-c", "user.name=refarch", "-c", "user.email=refarch@localhost", *args, cwd=repo,
+                       timeout=120)
 
 
 def project_copy(dest: Path, source: Path = ROOT) -> Path:
     """Copy the files of ``source`` that git would carry (tracked and
     untracked, ignored ones excluded) into a new repository at ``dest`` on
     branch main, committed, with ``origin/main`` at that commit."""
-    files = subprocess.run(["git", "-C", str(source), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                           check=True, capture_output=True, timeout=120).stdout.decode().split("\0")
+    files = version.git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=source,
+                        timeout=120).split("\0")
     for rel in filter(None, files):
         src = source / rel
         if src.is_file():

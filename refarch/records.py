@@ -69,9 +69,10 @@ def figures(results: dict) -> dict[str, float]:
     return out
 
 
-def _worst(order: tuple[str, ...], values: list[str]) -> str:
+def _worst(order: tuple[str, ...], items: list, key=lambda item: item):
+    """The item whose ``key`` comes last in ``order`` (unknown values are worst)."""
     rank = {v: i for i, v in enumerate(order)}
-    return max(values, key=lambda v: rank.get(v, len(order)))
+    return max(items, key=lambda item: rank.get(key(item), len(order)))
 
 
 def build_record(runs: list[dict], name: str | None = None) -> dict:
@@ -116,8 +117,7 @@ def build_record(runs: list[dict], name: str | None = None) -> dict:
                                   "message": prop.get("message", "")[:500]})
     for entry in properties.values():
         judged = [x for x in entry["runs"] if x["verdict"] != "skip"] or entry["runs"]
-        worst = max(judged, key=lambda x: VERDICT_ORDER.index(x["verdict"]) if x["verdict"] in VERDICT_ORDER
-                    else len(VERDICT_ORDER))
+        worst = _worst(VERDICT_ORDER, judged, key=lambda x: x["verdict"])
         entry.update(verdict=worst["verdict"], measured=worst["measured"], run_id=worst["run_id"],
                      message=worst["message"])
 

@@ -126,3 +126,20 @@ class RunDir:
         """Record this process as the run's owner (the podman labels carry
         the same, see :mod:`refarch.owner`)."""
         self.update_meta(run_id=self.run_id, owner=Owner.current(self.path).labels(), started_at=time.time())
+
+
+def orphaned_runs(pattern: str = "*") -> list[tuple[Path, dict]]:
+    """(run directory, run.json) of every run under runs/ matching
+    ``pattern`` that is neither destroyed nor kept and whose owner process
+    is gone (a killed or cancelled run), oldest name first."""
+    out = []
+    for path in sorted(runs_dir().glob(pattern)):
+        try:
+            meta = json.loads((path / "run.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        owner = Owner.from_labels(meta.get("owner") or {})
+        if meta.get("destroyed") or meta.get("kept") or (owner is not None and owner.alive()):
+            continue
+        out.append((path, meta))
+    return out

@@ -71,9 +71,14 @@ class TreeHash:
         return {"tree_hash": self.value, "tree_hash_kind": self.kind}
 
 
-def _git(*args: str, env: dict | None = None, cwd: Path = ROOT) -> str:
+def git(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 60) -> str:
+    """``git ARGS`` in ``cwd``; its stdout, stripped.
+
+    Raises:
+        subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError.
+    """
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
-                          text=True, timeout=60).stdout.strip()
+                          text=True, timeout=timeout).stdout.strip()
 
 
 def descriptor_tree_hash(descriptors: Path = DESCRIPTORS) -> TreeHash:
@@ -82,12 +87,12 @@ def descriptor_tree_hash(descriptors: Path = DESCRIPTORS) -> TreeHash:
     throwaway index, so the checkout's own index is not touched. Outside a
     git work tree: a sha256 over every file's relative path and bytes."""
     try:
-        top = Path(_git("rev-parse", "--show-toplevel", cwd=descriptors))
+        top = Path(git("rev-parse", "--show-toplevel", cwd=descriptors))
         prefix = descriptors.resolve().relative_to(top.resolve()).as_posix()
         with tempfile.TemporaryDirectory() as tmp:
             env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            _git("add", "-A", "--", prefix, env=env, cwd=top)
-            return TreeHash(_git("write-tree", f"--prefix={prefix}/", env=env, cwd=top), "git-tree")
+            git("add", "-A", "--", prefix, env=env, cwd=top)
+            return TreeHash(git("write-tree", f"--prefix={prefix}/", env=env, cwd=top), "git-tree")
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError):
         pass
     digest = hashlib.sha256()
@@ -101,8 +106,8 @@ def commit() -> str | None:
     """The checkout's HEAD commit, with ``-dirty`` when tracked files
     changed; None outside git."""
     try:
-        head = _git("rev-parse", "HEAD")
-        dirty = _git("status", "--porcelain", "--untracked-files=no")
+        head = git("rev-parse", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         return None
     return head + ("-dirty" if dirty else "")

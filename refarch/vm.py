@@ -44,8 +44,8 @@ import yaml
 from . import localcloud, proc
 from .errors import PreflightError, RefarchError
 from .owner import Owner
-from .paths import TERRAFORM_DIR, cache_dir, cache_lock, load_versions, runs_dir, write_private
-from .run import RunDir, new_run_id
+from .paths import TERRAFORM_DIR, cache_dir, cache_lock, load_versions, write_private
+from .run import RunDir, new_run_id, orphaned_runs
 from .terraform import Terraform
 
 #: Debian packages of the VM image (the scenarios' roles find them installed:
@@ -491,15 +491,4 @@ def leftovers(run_id: str) -> dict[str, list[str]]:
 def stale_runs() -> list[str]:
     """Run ids of VM runs whose bridge or qemu processes exist, that are not
     kept and whose owner process is gone (a killed scenario)."""
-    out = []
-    for path in sorted(runs_dir().glob("hvd-vm-*")):
-        try:
-            meta = json.loads((path / "run.json").read_text())
-        except (OSError, ValueError):
-            continue
-        owner = Owner.from_labels(meta.get("owner") or {})
-        if meta.get("destroyed") or meta.get("kept") or (owner is not None and owner.alive()):
-            continue
-        if leftovers(path.name):
-            out.append(path.name)
-    return out
+    return [path.name for path, _meta in orphaned_runs("hvd-vm-*") if leftovers(path.name)]
