@@ -4,7 +4,7 @@
 # (default: all) that is not on PATH yet, with apt when run as root
 # (otherwise prints the exact command); a command already there, from
 # whatever source, is kept as it is.  Checks the commands that are not from
-# Debian (terraform) and puts tox in .venv.  Idempotent: a warm machine passes through in seconds.
+# Debian (terraform) and puts tox (with tox-uv) in .venv.  Idempotent: a warm machine passes through in seconds.
 #   ci/bootstrap.sh [STAGE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +55,10 @@ for row in "${external[@]}"; do
         exit 1
     fi
 done
-if [ ! -x .venv/bin/tox ]; then
-    python3 -m venv .venv
+# tox with tox-uv (tox.ini's requires): uv makes each environment from one
+# package cache in seconds.
+if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/uv ]; then
+    [ -x .venv/bin/python ] || python3 -m venv .venv
     .venv/bin/pip install -q --upgrade pip
-    .venv/bin/pip install -q "tox>=4.11,<5"
+    .venv/bin/pip install -q "tox>=4.11,<5" "tox-uv>=1.37,<2"
 fi

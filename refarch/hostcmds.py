@@ -5,11 +5,13 @@ code calls nothing that is not listed)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checks import cause_line
 from .errors import PreflightError
 from .paths import ROOT
 
@@ -67,3 +69,23 @@ def preflight(stages: Iterable[str], which=None) -> None:
     if gone:
         raise PreflightError("missing host commands: " + ", ".join(
             f"{row.command} ({row.install_hint()})" for row in gone) + "; ci/bootstrap.sh installs them")
+
+
+def stage_failures(output: str) -> list[str]:
+    """The stages a fresh-machine run reported as failed.
+
+    ``output`` holds ``stage NAME: passed`` / ``stage NAME: FAILED`` lines,
+    each FAILED one followed by that stage's output (tests/fresh).  Returns
+    ``stage NAME failed on a fresh machine after ci/bootstrap.sh: CAUSE`` per
+    failed stage, CAUSE being the root-cause line of its output
+    (:func:`refarch.checks.cause_line`: a missing command first, e.g.
+    ``bash: line 1: rsync: command not found``).
+    """
+    out = []
+    blocks = re.split(r"^(stage \S+: (?:passed|FAILED))$", output, flags=re.M)
+    for head, body in zip(blocks[1::2], blocks[2::2], strict=True):
+        if head.endswith("FAILED"):
+            name = head.split()[1].rstrip(":")
+            cause = re.sub(r"^E\s+", "", cause_line(body)) or "no output"  # pytest's "E   " prefix
+            out.append(f"stage {name} failed on a fresh machine after ci/bootstrap.sh: {cause}")
+    return out

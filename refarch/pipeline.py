@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from . import version
+from . import checks, version
 from .errors import RefarchError
 from .paths import ROOT
 
@@ -157,3 +157,22 @@ def job_log(output: str, job: str, lines: int = 40) -> str:
     (``[hh:mm:ss  12 s] <job> > ...``), for a failure message."""
     mine = [line for line in output.splitlines() if f"] {job} " in line or line.lstrip().startswith(">")]
     return "\n".join(mine[-lines:])
+
+
+def failed_jobs(output: str, jobs: list[str]) -> list[str]:
+    """One message per job of ``jobs`` that did not pass in gitlab-ci-local's
+    ``output``: its verdict and its last lines; a job that never ran quotes
+    gitlab-ci-local's own cause line instead (e.g. ``bash: line 1: rsync:
+    command not found`` when the shell executor cannot copy the project),
+    found by :func:`refarch.checks.cause_line`."""
+    results = job_results(output)
+    out = []
+    for job in jobs:
+        if results.get(job) == "PASS":
+            continue
+        if job in results:
+            out.append(f"job {job}: {results[job]}\n{job_log(output, job)}")
+        else:
+            cause = checks.cause_line(output) or "gitlab-ci-local printed nothing"
+            out.append(f"job {job}: did not run; gitlab-ci-local: {cause}")
+    return out

@@ -343,7 +343,7 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
             raise
         healthy_s = time.monotonic() - start
         run_state.reachability.pop(name, None)
-        junit = cluster.rundir.logs / f"restart-{name}-checks.xml"
+        junit = cluster.rundir.logs / f"restart-{name}-checks-{int(time.time())}.xml"
         others = [n for n in names if n != name]
         outcomes = childrun.run_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit,
                                        tests=("tests/integration/test_nodes.py", "tests/integration/test_cluster.py"))
@@ -384,7 +384,8 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     n, first, victim = len(names), names[0], names[-1]
     a, user = profile.availability, profile.training_user.name
     mount = cluster.contract.shared_storage["mount_point"]
-    token = f"{cluster.run_id}-{int(time.time())}"
+    stamp = int(time.time())
+    token = f"{cluster.run_id}-{stamp}"
     hosts_file, until = f"{mount}/.horovod/elastic-hosts", f"{mount}/.horovod/refarch-elastic-done-{token}"
     log = f"/tmp/refarch-elastic-{token}.log"
     node1 = hosts[first]
@@ -418,7 +419,9 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     cmd = (f"cd /tmp && horovodrun-elastic --min-np {n - 1} --max-np {n} -np {n}"
            f" --start-timeout {profile.smoke.start_timeout_s} {script} > {log} 2>&1")
     box: dict = {}
-    local_log = log_path(cluster, "elastic.log")
+    # Each elastic job keeps its own evidence: a fault case's job in the same
+    # run must not overwrite the property's log.
+    local_log = log_path(cluster, f"elastic-{stamp}.log")
     import threading
 
     job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),

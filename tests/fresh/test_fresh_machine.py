@@ -1,18 +1,24 @@
 """``ci/bootstrap.sh`` on a fresh machine: a container made from a bare
 Debian root (debootstrap minbase, the same way the node image is made,
 nothing else installed) plus Terraform gets the checkout, runs the
-bootstrap, and then finds every command of ci/host-commands.tsv.
+bootstrap, finds every command of ci/host-commands.tsv, and then runs every
+stage that needs no cluster (:data:`STAGES`) as a user would: a command that
+a stage or a tool it drives calls and that the bootstrap did not install
+fails naming the stage and the command.
 
 A machine where someone once installed a tool by hand hides a missing
 install step; this one has nothing.  (``tox -e fresh``, run by ci/test.sh.)
 """
 
+import os
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from refarch import hostcmds, image, proc
+from refarch.paths import runs_dir
 from tests.lifecycle.suite import checkout_copy
 
 pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("debootstrap"),
@@ -25,11 +31,20 @@ pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("
 EXTRA_CA_DIR = Path("/usr/local/share/ca-certificates")
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
-#: After the bootstrap: one line per command of the table that is not found.
+#: The stages that need no cluster, run after the bootstrap as a user on a
+#: new machine would run them.  ``pipeline`` runs the lint, policy and unit
+#: jobs in gitlab-ci-local's shell executor (so those stages run here too,
+#: through the tools that drive them: gitlab-ci-local calls rsync and git);
+#: ``report`` renders a recorded run's report in Debian's Chromium.
+STAGES = ("pipeline", "report")
+
+#: After the bootstrap: one line per command of the table that is not found,
+#: then each stage's verdict ("stage NAME: passed" / "stage NAME: FAILED")
+#: followed, on failure, by its output.
 CHECK = r"""
-set -eu
+set -u
 cd /work/checkout
-ci/bootstrap.sh
+ci/bootstrap.sh || { echo "bootstrap: FAILED"; exit 1; }
 echo "bootstrap: done"
 missing=0
 while IFS=$'\t' read -r cmd pkg stages why; do
@@ -37,21 +52,46 @@ while IFS=$'\t' read -r cmd pkg stages why; do
     if ! command -v "$cmd" >/dev/null 2>&1; then echo "missing: $cmd ($pkg)"; missing=1; fi
 done < ci/host-commands.tsv
 .venv/bin/tox --version
+# The copy has no git data: commit it as a clone of the checkout would be.
+git init -q -b main && git add -A && git -c user.name=fresh -c user.email=fresh@localhost commit -qm checkout \
+    || { echo "git: FAILED"; exit 1; }
+for stage in $STAGES; do
+    if .venv/bin/tox -e "$stage" >"/tmp/stage-$stage.log" 2>&1; then
+        echo "stage $stage: passed"
+    else
+        echo "stage $stage: FAILED"
+        cat "/tmp/stage-$stage.log"
+        missing=1
+    fi
+done
 exit $missing
 """
 
 
-def test_bootstrap_on_a_fresh_machine_provides_every_host_command(tmp_path):
+def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_cluster_free_stages(tmp_path):
     tag = image.ensure_fresh_image(tmp_path / "image.log")
     copy = checkout_copy(tmp_path / "checkout")
     terraform = shutil.which("terraform")
-    ca = ["-v", f"{EXTRA_CA_DIR}:{EXTRA_CA_DIR}:ro", "-e", f"PIP_CERT={CA_BUNDLE}"] if EXTRA_CA_DIR.is_dir() else []
+    ca = ["-v", f"{EXTRA_CA_DIR}:{EXTRA_CA_DIR}:ro", "-e", f"PIP_CERT={CA_BUNDLE}", "-e", f"SSL_CERT_FILE={CA_BUNDLE}",
+          "-e", f"NODE_EXTRA_CA_CERTS={CA_BUNDLE}"] if EXTRA_CA_DIR.is_dir() else []
+    # Package downloads are cached on the host (uv's cache): what is
+    # installed still comes from the bootstrap alone.
+    uv_cache = Path(os.environ.get("UV_CACHE_DIR") or Path.home() / ".cache" / "uv")
+    uv_cache.mkdir(parents=True, exist_ok=True)
     r = proc.run(["podman", "run", "--rm", "--runtime", "runc",
-                  "--ulimit", "nofile=1024:4096", "--ulimit", "nproc=4096:8192",
-                  "-v", f"{copy}:/work/checkout", "-v", f"{terraform}:/usr/local/bin/terraform:ro", *ca,
-                  tag, "bash", "-c", CHECK], timeout=1200, check=False, log=tmp_path / "fresh.log")
+                  "--ulimit", "nofile=4096:8192", "--ulimit", "nproc=4096:8192",
+                  "-v", f"{copy}:/work/checkout", "-v", f"{terraform}:/usr/local/bin/terraform:ro",
+                  "-v", f"{uv_cache}:/root/.cache/uv", "-e", "STAGES=" + " ".join(STAGES), *ca,
+                  tag, "bash", "-c", CHECK], timeout=2400, check=False, log=tmp_path / "fresh.log")
     out = (r.stdout or "") + (r.stderr or "")
+    kept = runs_dir() / "fresh.log"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(tmp_path / "fresh.log", kept)
     assert "bootstrap: done" in out, f"ci/bootstrap.sh failed on a fresh machine (exit {r.returncode}):\n{out[-3000:]}"
     missing = [line for line in out.splitlines() if line.startswith("missing: ")]
-    assert not missing and r.returncode == 0, f"after ci/bootstrap.sh: {missing or out[-2000:]}"
+    assert not missing, f"after ci/bootstrap.sh: {missing}"
+    failures = hostcmds.stage_failures(out)
+    assert not failures, "\n".join(failures) + f"\n(whole output: {kept})"
+    ran = re.findall(r"^stage (\S+): passed$", out, re.M)
+    assert ran == list(STAGES) and r.returncode == 0, f"stages passed: {ran} (exit {r.returncode}):\n{out[-2000:]}"
     assert len(hostcmds.load_table()) > 10

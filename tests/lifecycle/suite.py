@@ -82,10 +82,10 @@ def start_suite(args: list[str], *, env: dict | None = None, runs_dir: Path | No
 
 
 def checkout_copy(dest: Path) -> Path:
-    """A copy of this checkout's tree at ``dest`` (no runs, virtualenvs or
-    git data), as a second clone on the same machine."""
+    """A copy of this checkout's tree at ``dest`` (no runs, virtualenvs,
+    installed npm packages or git data), as a second clone on the same machine."""
     shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns("runs", ".tox", ".venv", ".git", "__pycache__",
-                                                             "*.egg-info"))
+                                                             "*.egg-info", "node_modules", ".gitlab-ci-local"))
     return dest
 
 

@@ -23,12 +23,15 @@ from .suite import assert_nothing_left, checkout_copy, start_suite, wait_for
 
 pytestmark = pytest.mark.integration
 
-#: Two 2-node clusters at once must fit in 24 GiB with the host's own needs,
-#: and they train on the same 2 cores at the same time: scaling efficiency is
-#: not what this test measures (it fell to 32 % against 49 % alone), so its
-#: lower bound is relaxed; every other check keeps the profile's expectation.
-SMALL_NODES = ["--set", "nodes.flavor.memory_mb=3072",
-               "--set", "properties.scaling.efficiency.reference={target: 0.3, lower: 0.05}"]
+#: Two 2-node clusters at once must fit in 24 GiB with the host's own needs.
+SMALL_NODES = ["--set", "nodes.flavor.memory_mb=3072"]
+#: Each job deploys, configures (and re-runs the playbook), checks every node
+#: and the cluster, and tears down: everything that names, addresses or
+#: owns resources.  The smoke job and the properties are left to the main
+#: job's own environment (tox -e integration): two of them at once on 2
+#: shared cores measure only the contention (efficiency fell to 32 % against
+#: 49 % alone), and they took about a third of this test's time.
+CHECKS_ONLY = ["-k", "not test_training and not test_scaling_table and not test_property"]
 
 
 def _in_checkout(checkout, *args, timeout_s=300):
@@ -39,7 +42,8 @@ def _in_checkout(checkout, *args, timeout_s=300):
 
 
 def test_two_main_jobs_at_once_and_a_second_checkouts_bad_input(run_state, tmp_path):
-    jobs = [start_suite([str(ROOT / "tests/integration"), "--profile", run_state.profile_name, *SMALL_NODES],
+    jobs = [start_suite([str(ROOT / "tests/integration"), "--profile", run_state.profile_name, *SMALL_NODES,
+                         *CHECKS_ONLY],
                         runs_dir=tmp_path / f"checkout{i}-runs") for i in (1, 2)]
     try:
         # Both are deploying or configuring: both have live nodes.

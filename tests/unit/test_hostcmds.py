@@ -99,3 +99,16 @@ def test_preflight_checks_only_the_stages_asked_for():
 def test_bootstrap_reads_the_table():
     script = Path(ROOT / "ci" / "bootstrap.sh").read_text(encoding="utf-8")
     assert "ci/host-commands.tsv" in script
+
+
+def test_a_stage_that_fails_on_a_fresh_machine_is_named_with_the_missing_command():
+    """What tests/fresh reads back from the bare root: the pipeline stage
+    failed because gitlab-ci-local's shell executor found no rsync."""
+    output = ("bootstrap: done\ntox 4.32.0 from /work/checkout/.venv\nstage pipeline: FAILED\n"
+              "tests/pipeline/test_pipeline.py ..........F\n"
+              "E       AssertionError: job lint: did not run; gitlab-ci-local: bash: line 1: rsync: command not found\n"
+              "  pipeline: FAIL code 1 (140.2 seconds)\nstage report: passed\n")
+    assert hostcmds.stage_failures(output) == [
+        "stage pipeline failed on a fresh machine after ci/bootstrap.sh: AssertionError: job lint: did not run; "
+        "gitlab-ci-local: bash: line 1: rsync: command not found"]
+    assert hostcmds.stage_failures("stage pipeline: passed\nstage report: passed\n") == []
