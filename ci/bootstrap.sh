@@ -19,6 +19,10 @@ want_stage() {  # $1: the row's stages (comma-separated); stages asked for in ST
     return 1
 }
 
+present() {  # a command on PATH, or a file for rows that name a path (/usr/include/node/node.h)
+    case "$1" in /*) [ -e "$1" ] ;; *) command -v "$1" >/dev/null 2>&1 ;; esac
+}
+
 STAGES=("$@")
 packages=()
 external=()
@@ -27,7 +31,7 @@ while IFS=$'\t' read -r cmd pkg stages why; do
     want_stage "$stages" || continue
     if [ "$pkg" = "-" ]; then
         external+=("$cmd	$why")
-    elif ! command -v "$cmd" >/dev/null 2>&1; then
+    elif ! present "$cmd"; then
         packages+=("$pkg")
     fi
 done < "$TABLE"
@@ -50,7 +54,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 for row in "${external[@]}"; do
     cmd=${row%%	*}
-    if ! command -v "$cmd" >/dev/null 2>&1; then
+    if ! present "$cmd"; then
         echo "bootstrap: $cmd is not on PATH: ${row#*	}" >&2
         exit 1
     fi

@@ -25,11 +25,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from . import localcloud
+from . import localcloud, owner
 from .cluster import Cluster
 from .errors import RefarchError
 from .lifecycle import guarded
@@ -56,7 +57,9 @@ def _up(args) -> int:
         if not args.no_configure:
             cluster.configure()
         kept["ok"] = True
-    cluster.rundir.update_meta(kept=True)
+    # Made for a longer-lived owner (the role-scenario runner): its life
+    # protects the run, and its death lets the stale sweep remove it.
+    cluster.rundir.update_meta(kept=not owner.delegated())
     for node in contract.nodes:
         print(f"  {node.name:<8} {node.address}")
     print(f"kept. ssh: ssh -F {cluster.rundir.ssh_dir / 'config'} {contract.nodes[0].name}")
@@ -306,7 +309,13 @@ def _roles(args) -> int:
             why = roles.skip_reason(name)
             print(f"{name}" + (f"  (skipped here: {why})" if why else ""))
         return 0
+    if args.no_reuse:
+        os.environ["REFARCH_ROLES_REUSE"] = "0"
     outcomes, out = roles.run_scenarios(args.scenario)
+    reused = [o.scenario for o in outcomes if o.reused_from]
+    if reused:
+        print(f"roles: reused (passed on this machine within 24 h with the same inputs): {', '.join(reused)}; "
+              "--no-reuse runs them again")
     bad = [o.scenario for o in outcomes if o.status == "failed"]
     print(f"roles: {len(outcomes) - len(bad)} of {len(outcomes)} scenarios passed or skipped; logs, "
           f"results.json and junit.xml in {out}" + (f"; FAILED: {', '.join(bad)}" if bad else ""))
@@ -459,6 +468,9 @@ def build_parser() -> argparse.ArgumentParser:
     ro.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
                     help="run only this scenario (repeatable); default all")
     ro.add_argument("--list", action="store_true", help="list the scenarios and which this host skips")
+    ro.add_argument("--no-reuse", action="store_true",
+                    help="run every scenario, also those that passed here within 24 h with the same inputs "
+                         "(REFARCH_ROLES_REUSE=0)")
     ro.set_defaults(func=_roles)
     m = sub.add_parser("mr-note", help="post a run's summary as a note on the GitLab merge request",
                        description="Markdown summary (verdict, properties, report link) posted with python-gitlab "

@@ -52,9 +52,17 @@ def load_table(path: Path = TABLE) -> list[HostCommand]:
     return rows
 
 
+def _present(command: str) -> str | None:
+    """shutil.which, or for a row that names a file (a path such as
+    ``/usr/include/node/node.h``) the path when it exists."""
+    if command.startswith("/"):
+        return command if Path(command).exists() else None
+    return shutil.which(command)
+
+
 def missing(stages: Iterable[str], which=None, table: list[HostCommand] | None = None) -> list[HostCommand]:
     """Rows of ``stages`` whose command is not on PATH."""
-    which = which or shutil.which
+    which = which or _present
     wanted = set(stages)
     return [row for row in (table or load_table()) if wanted & set(row.stages) and not which(row.command)]
 

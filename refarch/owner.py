@@ -45,6 +45,19 @@ def process_start_ticks(pid: int) -> int | None:
     return int(fields[19])
 
 
+#: Set by a process that owns the runs its short-lived children make (the
+#: role-scenario runner: Molecule's create step runs `refarch up` or
+#: `refarch vm up`, which exit while the nodes live on): its pid.  Such runs
+#: belong to that process, are not marked kept, and `sweep --stale` removes
+#: them once it is gone (a runner killed with SIGKILL).
+OWNER_ENV = "REFARCH_OWNER_PID"
+
+
+def delegated() -> bool:
+    """True when this process makes runs for the owner in :data:`OWNER_ENV`."""
+    return bool(os.environ.get(OWNER_ENV))
+
+
 @dataclass(frozen=True)
 class Owner:
     """The process that owns a run.
@@ -63,8 +76,10 @@ class Owner:
 
     @classmethod
     def current(cls, rundir: Path) -> Owner:
-        """This process as the owner of the run in ``rundir``."""
-        pid = os.getpid()
+        """This process as the owner of the run in ``rundir``, or the process
+        named by :data:`OWNER_ENV` when a longer-lived parent set it (see
+        :func:`delegated`)."""
+        pid = int(os.environ.get(OWNER_ENV) or os.getpid())
         return cls(socket.gethostname(), pid, f"{boot_id()}:{process_start_ticks(pid)}", str(rundir.resolve()))
 
     def labels(self) -> dict[str, str]:

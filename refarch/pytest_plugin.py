@@ -440,8 +440,13 @@ def say(config, line: str) -> None:
     capman = config.pluginmanager.getplugin("capturemanager")
     ctx = capman.global_and_fixture_disabled() if capman else nullcontext()
     with ctx:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        try:
+            sys.stderr.write(line + "\n")
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            # The reader is gone (plain tox killed by SIGTERM closes the
+            # pipe): the line is lost, but the teardown it announces must run.
+            pass
 
 
 def phase_of(item) -> str:

@@ -22,8 +22,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import lifecycle, proc, progress
+from . import lifecycle, proc, progress, rolecache
 from .errors import CommandError, PhaseTimeout, RefarchError
+from .owner import OWNER_ENV
 from .paths import ANSIBLE_DIR, runs_dir
 
 MOLECULE_DIR = ANSIBLE_DIR / "molecule"
@@ -34,8 +35,7 @@ SCENARIO_TIMEOUT_S = 1800
 def scenarios() -> list[str]:
     """Scenario names (folders with a molecule.yml), in site.yml's role order
     where they are roles, the others after them."""
-    order = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", "cluster_ssh", "shared_storage",
-             "openmpi", "horovod", "cloud-init", "nfs"]
+    order = [*rolecache.ROLE_ORDER, "cloud-init", "nfs"]
     names = [p.parent.name for p in MOLECULE_DIR.glob("*/molecule.yml")]
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 
@@ -92,15 +92,21 @@ class Outcome:
     seconds: float
     detail: str = ""
     log: str = ""
+    #: sha256 of the scenario's inputs (refarch.rolecache.scenario_key).
+    key: str = ""
+    #: The roles run whose pass was reused instead of running (empty: it ran).
+    reused_from: str = ""
 
 
 def molecule_env() -> dict[str, str]:
     """PATH with this Python environment's bin first: Molecule runs
     ansible-playbook and ansible-config from there (also when the runner
-    is started as ``.tox/molecule/bin/python -m refarch roles``)."""
+    is started as ``.tox/molecule/bin/python -m refarch roles``); and this
+    runner as the owner of the nodes the scenarios make (owner.OWNER_ENV)."""
     import os
 
-    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            OWNER_ENV: str(os.getpid())}
 
 
 def _destroy(name: str, log: Path) -> None:
@@ -115,6 +121,10 @@ def run_scenario(name: str, out: Path) -> Outcome:
     reason = skip_reason(name)
     if reason:
         return Outcome(name, "skipped", 0.0, reason)
+    key = rolecache.scenario_key(name)
+    record = rolecache.lookup(name, key)
+    if record:
+        return Outcome(name, "passed", 0.0, rolecache.describe(record), record.get("log", ""), key, record["run"])
     log = out / f"{name}.log"
     start = time.monotonic()
     failed: dict[str, str] = {}
@@ -128,8 +138,9 @@ def run_scenario(name: str, out: Path) -> Outcome:
     seconds = round(time.monotonic() - start, 1)
     if failed:
         return Outcome(name, "failed", seconds, failure_line(log.read_text(encoding="utf-8", errors="replace"))
-                       or failed["why"], str(log))
-    return Outcome(name, "passed", seconds, log=str(log))
+                       or failed["why"], str(log), key)
+    rolecache.remember(name, key, out.name, seconds, str(log))
+    return Outcome(name, "passed", seconds, log=str(log), key=key)
 
 
 def failure_line(output: str) -> str:
@@ -150,6 +161,11 @@ def write_junit(outcomes: list[Outcome], path: Path) -> Path:
                        skipped=str(sum(o.status == "skipped" for o in outcomes)))
     for o in outcomes:
         case = ET.SubElement(suite, "testcase", classname="molecule", name=o.scenario, time=str(o.seconds))
+        if o.reused_from:  # said in the report, never silent
+            props = ET.SubElement(case, "properties")
+            ET.SubElement(props, "property", name="reused_from", value=o.reused_from)
+            ET.SubElement(props, "property", name="key", value=o.key)
+            ET.SubElement(case, "system-out").text = o.detail
         if o.status == "failed":
             ET.SubElement(case, "failure", message=o.detail).text = f"log: {o.log}"
         elif o.status == "skipped":

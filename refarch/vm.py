@@ -43,7 +43,7 @@ import yaml
 
 from . import localcloud, proc
 from .errors import PreflightError, RefarchError
-from .owner import Owner
+from .owner import Owner, delegated
 from .paths import TERRAFORM_DIR, cache_dir, cache_lock, load_versions, write_private
 from .run import RunDir, new_run_id, orphaned_runs
 from .terraform import Terraform
@@ -272,7 +272,7 @@ def up(nodes: int, volumes: dict[str, int] | None = None, seed_without_host_keys
     except BaseException:
         destroy(rundir.run_id)
         raise
-    rundir.update_meta(kept=True, cloud="vm")
+    rundir.update_meta(kept=not delegated(), cloud="vm")
     return rundir
 
 

@@ -49,7 +49,8 @@ echo "bootstrap: done"
 missing=0
 while IFS=$'\t' read -r cmd pkg stages why; do
     case "$cmd" in ''|'#'*) continue ;; esac
-    if ! command -v "$cmd" >/dev/null 2>&1; then echo "missing: $cmd ($pkg)"; missing=1; fi
+    case "$cmd" in /*) [ -e "$cmd" ] ;; *) command -v "$cmd" >/dev/null 2>&1 ;; esac \
+        || { echo "missing: $cmd ($pkg)"; missing=1; }
 done < ci/host-commands.tsv
 .venv/bin/tox --version
 # The copy has no git data: commit it as a clone of the checkout would be.
@@ -58,6 +59,7 @@ git init -q -b main && git add -A && git -c user.name=fresh -c user.email=fresh@
 for stage in $STAGES; do
     if .venv/bin/tox -e "$stage" >"/tmp/stage-$stage.log" 2>&1; then
         echo "stage $stage: passed"
+        grep -E "^(=+ .* in [0-9.]+s|  $stage: (OK|FAIL))" "/tmp/stage-$stage.log" || true
     else
         echo "stage $stage: FAILED"
         cat "/tmp/stage-$stage.log"
@@ -94,4 +96,6 @@ def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_c
     assert not failures, "\n".join(failures) + f"\n(whole output: {kept})"
     ran = re.findall(r"^stage (\S+): passed$", out, re.M)
     assert ran == list(STAGES) and r.returncode == 0, f"stages passed: {ran} (exit {r.returncode}):\n{out[-2000:]}"
+    # The pipeline stage ran its gitlab-ci-local jobs (lint, policy, unit), not only the job lists.
+    assert re.search(r"^=+ (1[0-9]|[2-9][0-9]) passed", out, re.M), f"the stages ran too few tests:\n{out[-2000:]}"
     assert len(hostcmds.load_table()) > 10

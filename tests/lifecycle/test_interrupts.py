@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +83,38 @@ def test_sigterm_to_the_whole_main_job_reaches_the_log(run_state):
     assert f"teardown of run {job.run_id} done: nothing left" in out, out[-3000:]
     assert "INTERRUPTED by SIG" in out and "during the configure phase" in out, out[-3000:]
     assert job.results["interrupted"]["phase"] == "configure"
+    assert_nothing_left(job)
+
+
+def _checking_a_fault(child) -> bool:
+    """True while a fault case's checks run against the child's cluster (a
+    child pytest attached with ``--run-id``)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--run-id" in args and child.run_id.encode() in args:
+            return True
+    return False
+
+
+def _destroyed(child) -> bool:
+    meta = child.rundir / "run.json"
+    return meta.exists() and bool(json.loads(meta.read_text(encoding="utf-8")).get("destroyed"))
+
+
+def test_plain_tox_faults_cancelled_with_sigterm_tears_down(run_state):
+    """As a GitLab job script runs it: plain tox (not ci/tox), cancelled with
+    SIGTERM to the whole job while a fault case's checks run.  Plain tox dies
+    at once and with it the reader of pytest's output; the suite must tear
+    its cluster down all the same (the lines it can no longer print are lost)."""
+    job = start_suite([], command=[str(ROOT / ".venv" / "bin" / "tox"), "-e", "faults", "--", "-k", "F6"],
+                      new_session=True)
+    wait_for(lambda: _checking_a_fault(job), 1200, "a fault case's checks", job, every_s=0.3)
+    os.killpg(job.process.pid, signal.SIGTERM)
+    job.finish(120)
+    wait_for(lambda: _destroyed(job), 600, f"run {job.run_id} torn down after tox died")
     assert_nothing_left(job)
 
 

@@ -83,3 +83,23 @@ def test_a_dead_owners_reservation_is_free_again(tmp_path, monkeypatch):
     localcloud.reserve_subnet("10.213.0.0/16", 24, "hvd-a-aaaaaa", dead, used=lambda: [])
     me = Owner.current(tmp_path)
     assert localcloud.reserve_subnet("10.213.0.0/16", 24, "hvd-b-bbbbbb", me, used=lambda: []) == "10.213.0.0/24"
+
+
+def test_runs_made_for_a_runner_belong_to_it_and_go_stale_when_it_dies(tmp_path, monkeypatch):
+    """A role-scenario runner's Molecule create step (`refarch up`, `refarch vm
+    up`) makes nodes for the runner: they carry its pid, are not kept, and are
+    stale once it is gone (SIGKILL leaves no teardown)."""
+    runner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        monkeypatch.setenv(owner.OWNER_ENV, str(runner.pid))
+        assert owner.delegated()
+        made = Owner.current(tmp_path)
+        assert made.pid == runner.pid and made.alive()
+        (tmp_path / "run.json").write_text(json.dumps({"kept": not owner.delegated()}))
+        assert stale_verdict(made.labels()) == (False, f"owner process {runner.pid} on {made.host} is alive "
+                                                       f"({tmp_path.resolve()})")
+    finally:
+        runner.kill()
+        runner.wait()
+    stale, reason = stale_verdict(made.labels())
+    assert stale and f"owner process {runner.pid}" in reason and "gone" in reason

@@ -66,3 +66,20 @@ def test_junit_has_one_case_per_scenario(tmp_path):
                               roles.Outcome("openmpi", "failed", 30.0, "fatal: [node2]", "x.log")], tmp_path / "j.xml")
     text = path.read_text()
     assert 'tests="3" failures="1" skipped="1"' in text and '<skipped message="no GPU"' in text
+
+
+def test_a_scenario_that_passed_here_with_the_same_inputs_is_reused_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("REFARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("REFARCH_ROLES_REUSE", raising=False)
+    ran = []
+    monkeypatch.setattr(roles, "molecule", lambda: "molecule")
+    monkeypatch.setattr(roles.proc, "run", lambda cmd, **kw: ran.append(cmd))
+    first = roles.run_scenario("common", tmp_path)
+    assert first.status == "passed" and not first.reused_from and len(ran) == 1
+    again = roles.run_scenario("common", tmp_path)
+    assert again.status == "passed" and again.reused_from == tmp_path.name and len(ran) == 1
+    assert again.detail.startswith(f"reused from run {tmp_path.name} (key {first.key[:12]}, passed 0.0 h ago")
+    text = roles.write_junit([again], tmp_path / "j.xml").read_text()
+    assert f'name="reused_from" value="{tmp_path.name}"' in text and "reused from run" in text
+    monkeypatch.setenv("REFARCH_ROLES_REUSE", "0")
+    assert not roles.run_scenario("common", tmp_path).reused_from and len(ran) == 2
