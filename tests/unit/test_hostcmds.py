@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from refarch import hostcmds
+from refarch import hostcmds, hosttrace
 from refarch.errors import PreflightError
 from refarch.paths import ROOT
 
@@ -75,7 +75,7 @@ def test_the_scanner_sees_the_forms_the_code_uses():
 
 
 def test_every_row_has_a_package_and_known_stages():
-    stages = {"bootstrap", "local", "faults", "lint", "report", "pipeline", "vm"}
+    stages = {"bootstrap", "local", "faults", "lint", "report", "pipeline", "vm", "record"}
     for row in hostcmds.load_table():
         assert row.package, row
         assert set(row.stages) <= stages, f"{row.command}: unknown stage in {row.stages}"
@@ -112,3 +112,48 @@ def test_a_stage_that_fails_on_a_fresh_machine_is_named_with_the_missing_command
         "stage pipeline failed on a fresh machine after ci/bootstrap.sh: AssertionError: job lint: did not run; "
         "gitlab-ci-local: bash: line 1: rsync: command not found"]
     assert hostcmds.stage_failures("stage pipeline: passed\nstage report: passed\n") == []
+
+
+#: Recorded traces (refarch.hosttrace): what the tools the suite drives
+#: started on the host, with the package of each program.
+TRACES = sorted(p.stem for p in hosttrace.TRACES.glob("*.tsv"))
+
+
+@pytest.mark.parametrize("trace", TRACES)
+def test_what_the_driven_tools_run_is_installed_by_the_bootstrap(trace):
+    programs = hosttrace.load(trace)
+    assert programs, f"trace {trace} recorded no program"
+    missing = hosttrace.unprovided(programs, hostcmds.load_table(), hosttrace.minbase_packages())
+    assert not missing, f"trace {trace}: programs whose package ci/bootstrap.sh would not install: {missing}"
+
+
+def test_a_tools_program_missing_from_the_table_is_named():
+    """gitlab-ci-local's shell executor runs rsync: without its row the
+    pipeline trace fails, naming the program and its package."""
+    table = [row for row in hostcmds.load_table() if row.command != "rsync"]
+    missing = hosttrace.unprovided(hosttrace.load("pipeline"), table, hosttrace.minbase_packages())
+    assert missing == ["/usr/bin/rsync (package rsync)"]
+
+
+def test_the_trace_parser_keeps_host_programs_once_and_none_of_a_containers():
+    trace = ('100 execve("/usr/bin/bash", ["bash", "-c", "x"], 0x7ffd /* 20 vars */) = 0\n'
+             '100 clone(child_stack=NULL, flags=CLONE_CHILD_SETTID|SIGCHLD) = 101\n'
+             '101 execve("/usr/bin/rsync", ["rsync", "-a"], 0x7ffd /* 20 vars */) = 0\n'
+             '100 vfork() = 102\n'
+             '102 execve("/usr/local/sbin/git", ["git"], 0x7ffd /* 20 vars */) = -1 ENOENT (No such file)\n'
+             '102 execve("/usr/bin/git", ["git"], 0x7ffd /* 20 vars */) = 0\n'
+             '100 clone(child_stack=NULL, flags=SIGCHLD) = 103\n'
+             '103 execve("/work/x/.tox/lint/bin/ruff", ["ruff"], 0x7ffd /* 20 vars */) = 0\n'
+             '100 clone3({flags=CLONE_VM, exit_signal=SIGCHLD} <unfinished ...>\n'
+             '100 <... clone3 resumed> => {parent_tid=[0]}, 88) = 104\n'
+             '104 execve("/usr/bin/rsync", ["rsync"], 0x7ffd /* 20 vars */) = 0\n'
+             '100 clone(child_stack=NULL, flags=SIGCHLD) = 105\n'
+             '105 execve("/usr/bin/runc", ["runc", "create"] <unfinished ...>\n'
+             '105 <... execve resumed>) = 0\n'
+             '105 clone(child_stack=0x7ffe, flags=CLONE_PARENT|SIGCHLD) = 106\n'
+             '106 execve("/sbin/init", ["/sbin/init"], 0x7ffd /* 5 vars */) = 0\n'
+             '106 clone(child_stack=NULL, flags=SIGCHLD) = 25\n'
+             '20574 execve("/usr/sbin/sshd", ["sshd"], 0x7ffd /* 5 vars */) = 0\n')
+    # init ran below runc, and sshd in the container's PID namespace (its
+    # creation returned the namespace's pid 25): the node image's programs.
+    assert hosttrace.executed(trace) == ["/usr/bin/bash", "/usr/bin/rsync", "/usr/bin/git", "/usr/bin/runc"]
