@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checks import cause_line
+from .checks import cause_line, root_cause
 from .errors import PreflightError
 from .paths import ROOT
 
@@ -86,14 +86,18 @@ def stage_failures(output: str) -> list[str]:
     each FAILED one followed by that stage's output (tests/fresh).  Returns
     ``stage NAME failed on a fresh machine after ci/bootstrap.sh: CAUSE`` per
     failed stage, CAUSE being the root-cause line of its output
-    (:func:`refarch.checks.cause_line`: a missing command first, e.g.
-    ``bash: line 1: rsync: command not found``).
+    (:func:`refarch.checks.root_cause`: a missing command first, e.g.
+    ``bash: line 1: rsync: command not found``), else pytest's ``FAILED``
+    summary line of the first failed test, else the last line.
     """
     out = []
     blocks = re.split(r"^(stage \S+: (?:passed|FAILED))$", output, flags=re.M)
     for head, body in zip(blocks[1::2], blocks[2::2], strict=True):
         if head.endswith("FAILED"):
             name = head.split()[1].rstrip(":")
-            cause = re.sub(r"^E\s+", "", cause_line(body)) or "no output"  # pytest's "E   " prefix
+            # A missing command or another root cause first; else pytest's
+            # summary of the first failed test; else the last line.
+            summary = next((line for line in body.splitlines() if line.startswith("FAILED ")), "")
+            cause = re.sub(r"^E\s+", "", root_cause(body) or summary or cause_line(body)) or "no output"
             out.append(f"stage {name} failed on a fresh machine after ci/bootstrap.sh: {cause}")
     return out

@@ -36,9 +36,18 @@ MINBASE = TRACES / "minbase-packages.txt"
 #: Programs under these folders belong to the checkout's own environments
 #: (virtualenvs, npm packages, build folders), not to the host.
 _OWN = (".venv/", ".tox/", "node_modules/", ".gitlab-ci-local/", "/tmp/", "/.cache/")
-#: This machine's own Python (pyenv: what ``python3`` is here), which the
-#: table's python3 row stands for.
-_PYTHON = (str(Path(sys.base_prefix).parent.parent), str(Path.home() / ".pyenv"))
+def _own_python() -> tuple[str, ...]:
+    """Where this machine's own Python lives when it is not Debian's (pyenv
+    or asdf: ``<root>/versions/<version>``): the table's python3 row stands
+    for it.  Debian's Python (base prefix /usr) adds nothing."""
+    roots = [str(Path.home() / ".pyenv")]
+    base = Path(sys.base_prefix)
+    if base.parent.name == "versions":
+        roots.append(str(base.parent.parent))
+    return tuple(roots)
+
+
+_PYTHON = _own_python()
 #: Programs a tool only probes for and does without: a bare Debian root has
 #: none of them and every stage passes there (tests/fresh).  Name -> who probes.
 PROBED = {"docker": "gitlab-ci-local and tool-version probes look for a container engine",

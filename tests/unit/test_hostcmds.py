@@ -112,6 +112,13 @@ def test_a_stage_that_fails_on_a_fresh_machine_is_named_with_the_missing_command
         "stage pipeline failed on a fresh machine after ci/bootstrap.sh: AssertionError: job lint: did not run; "
         "gitlab-ci-local: bash: line 1: rsync: command not found"]
     assert hostcmds.stage_failures("stage pipeline: passed\nstage report: passed\n") == []
+    # Without a root-cause line: the failed test's summary, not tox's closing line.
+    failed_test = ("stage pipeline: FAILED\nE       AssertionError: job unit: FAIL\n"
+                   "FAILED tests/pipeline/test_pipeline.py::test_jobs - AssertionError: job unit: FAIL\n"
+                   "  evaluation failed :( (141.55 seconds)\n")
+    assert hostcmds.stage_failures(failed_test) == [
+        "stage pipeline failed on a fresh machine after ci/bootstrap.sh: FAILED "
+        "tests/pipeline/test_pipeline.py::test_jobs - AssertionError: job unit: FAIL"]
 
 
 #: Recorded traces (refarch.hosttrace): what the tools the suite drives
