@@ -52,6 +52,24 @@ def current_phase() -> str:
     return _PHASES[-1] if _PHASES else "setup"
 
 
+def outputs_lost(fds: tuple[int, ...] = (1, 2)) -> bool:
+    """True when the pipe of stdout or stderr (``fds``) has no reader any more: plain tox
+    (not ci/tox) killed by the SIGTERM a CI runner sends to the whole job
+    dies at once and takes the read end of pytest's output with it; every
+    later write would raise BrokenPipeError, the teardown's too."""
+    import select
+
+    for fd in fds:
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if any(events & select.POLLERR for _, events in poller.poll(0)):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
 def _raise_interrupt(signum, _frame):
     name = signal.Signals(signum).name
     if INTERRUPTED:

@@ -19,6 +19,7 @@ over the cluster's node names (test ids ``test_x[node1]``).  Without
 from __future__ import annotations
 
 import getpass
+import os
 import re
 import shlex
 import socket
@@ -138,6 +139,7 @@ def pytest_configure(config):
     config.stash[STATE] = state
     config.pluginmanager.register(_Recorder(state.results), "refarch-recorder")
     config.pluginmanager.register(_InterruptReporter(state), "refarch-interrupts")
+    _CONFIG[:] = [config]
     lifecycle.NOTIFY = lambda line: say(config, line)
     if not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
@@ -462,6 +464,28 @@ def phase_of(item) -> str:
 def pytest_runtest_protocol(item, nextitem):
     with in_phase(phase_of(item)):
         return (yield)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_keyboard_interrupt(excinfo):
+    """Before pytest reports the interrupt: when the reader of the output is
+    gone (plain tox killed by SIGTERM), every writer (the terminal report,
+    the teardown's lines) goes to /dev/null, so that no BrokenPipeError
+    stops the teardown that follows (lifecycle.outputs_lost)."""
+    if not lifecycle.outputs_lost():
+        return
+    sink = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - lives until the process ends
+    sys.stdout = sys.stderr = sys.__stdout__ = sys.__stderr__ = sink
+    for fd in (1, 2):
+        os.dup2(sink.fileno(), fd)
+    reporter = _CONFIG[0].pluginmanager.getplugin("terminalreporter") if _CONFIG else None
+    if reporter is not None:
+        reporter._tw._file = sink  # noqa: SLF001 - pytest keeps its writer's stream here
+    lifecycle.NOTIFY = lambda line: None
+
+
+#: The session's config (for hooks that are not given it).
+_CONFIG: list = []
 
 
 class _InterruptReporter:

@@ -79,3 +79,19 @@ def test_a_new_lifecycle_starts_uninterrupted():
         assert lifecycle.INTERRUPTED == {}
         with in_phase("deploy"):
             assert lifecycle.current_phase() == "deploy"
+
+
+def test_an_output_pipe_without_reader_is_noticed():
+    """Plain tox killed by SIGTERM closes the read end of pytest's output:
+    the suite notices before its teardown writes (and would raise)."""
+    import os
+
+    from refarch import lifecycle
+
+    read, write = os.pipe()
+    try:
+        assert not lifecycle.outputs_lost((write,))
+        os.close(read)
+        assert lifecycle.outputs_lost((write,))
+    finally:
+        os.close(write)
