@@ -117,9 +117,12 @@ def preflight() -> None:
 
 def _ansible_env() -> dict[str, str]:
     """Environment of the Ansible CLI: the descriptors' ansible.cfg, plain
-    output, and its own tools (ansible-galaxy, ...) from the same venv."""
+    output, and its own tools (ansible-galaxy, ...) from the same venv.
+    Each task's start time and the slowest tasks go to the log
+    (ansible.posix.profile_tasks: where a configure phase spends its time)."""
     return {
         "ANSIBLE_CONFIG": str(ANSIBLE_DIR / "ansible.cfg"),
+        "ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks",
         "ANSIBLE_FORCE_COLOR": "0",
         "ANSIBLE_NOCOLOR": "1",
         "PYTHONUNBUFFERED": "1",
