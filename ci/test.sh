@@ -3,11 +3,11 @@
 #   fresh            ci/bootstrap.sh on a bare Debian root, then the stages that
 #                    need no cluster there: the pipeline (gitlab-ci-local runs
 #                    the lint, policy and unit jobs) and the report in Chromium
-#   integration      the main job on the local cloud
-#   report           the main job's report in headless Chromium
+#   faults           the main job's checks, smoke job and properties, then the
+#                    availability properties and every fault case: one cluster
+#   report           that run's report in headless Chromium
 #   molecule         every role on its own, the VM scenarios on a real kernel
 #   configurability  the same checks and properties on 3 nodes
-#   faults           the availability properties and every fault case, one cluster
 #   teardown         interrupts at each phase, SIGKILL then the next run's sweep
 #   concurrency      two main jobs at once, a second checkout beside them
 # Each environment's time goes to runs/ci-timings.json (and is printed at the
@@ -15,8 +15,8 @@
 # Extra arguments go to every pytest run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# REFARCH_CI_ENVS="integration report" runs only those (same timings file).
-read -r -a ENVS <<<"${REFARCH_CI_ENVS:-fresh integration report molecule configurability faults teardown concurrency}"
+# REFARCH_CI_ENVS="faults report" runs only those (same timings file).
+read -r -a ENVS <<<"${REFARCH_CI_ENVS:-fresh faults report molecule configurability teardown concurrency}"
 
 interrupted=""
 trap 'interrupted=TERM' TERM
