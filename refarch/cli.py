@@ -128,13 +128,20 @@ def _sweep(args) -> int:
             print(f"leaving {run_id}: {reason}")
             continue
         localcloud.remove_run(run_id, Path(owner.rundir) if owner else None, dry_run=args.dry_run)
+    failed = []
     if args.unfinished:
         for run_id in unfinished_runs():
             print(f"tearing down unfinished run {run_id}", flush=True)
             if not args.dry_run:
-                print(json.dumps(Cluster.attach(run_id).destroy(), indent=2))
+                try:  # one run's failed teardown must not leave the others
+                    print(json.dumps(Cluster.attach(run_id).destroy(), indent=2))
+                except RefarchError as exc:
+                    print(f"refarch: error: {exc}", file=sys.stderr, flush=True)
+                    failed.append(run_id)
     if not args.stale and not args.run_ids and not args.unfinished:
         print("nothing to sweep: give run ids, --stale or --unfinished")
+    if failed:
+        raise RefarchError(f"teardown failed for {', '.join(failed)} (each error above)")
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import ansible, proc, progress
 from .clouds import driver_for
 from .contract import Contract
-from .errors import LeakError, RefarchError
+from .errors import LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
 from .profile import Profile, load_profile
 from .run import RunDir, new_run_id
@@ -181,10 +181,14 @@ class Cluster:
     def destroy(self) -> dict:
         """``terraform destroy``, then a sweep by run id, then the leak check.
 
-        Returns ``{"swept": {...}, "state": [...], "leaks": {...}}``.
+        Returns ``{"swept": {...}, "state": [...], "leaks": {...}}``, plus
+        ``destroy_error`` (Terraform's error) when the destroy failed.  The
+        sweep and the leak check run either way.
 
         Raises:
             LeakError: Terraform state or labelled resources remain.
+            TeardownError: ``terraform destroy`` failed, although the sweep
+                left nothing (the message quotes Terraform's error).
         """
         log = self.rundir.logs / "teardown.log"
         report: dict = {}
@@ -204,8 +208,12 @@ class Cluster:
                 self.driver.finish(self)
         self.rundir.update_meta(kept=False, destroyed=True, teardown=report)
         if report["state"] or report["leaks"]:
+            failed = f" (terraform destroy failed: {report['destroy_error']})" if "destroy_error" in report else ""
             raise LeakError(f"run {self.run_id} left resources behind: state={report['state']} "
-                            f"{self.profile.cloud}={report['leaks']}")
+                            f"{self.profile.cloud}={report['leaks']}{failed}")
+        if "destroy_error" in report:
+            raise TeardownError(f"run {self.run_id}: {report['destroy_error']} (the sweep by run id then removed "
+                                "what it left: nothing is left)")
         return report
 
 

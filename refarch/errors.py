@@ -23,3 +23,9 @@ class CommandError(RefarchError):
 
 class LeakError(RefarchError):
     """Teardown left resources of the run behind."""
+
+
+class TeardownError(RefarchError):
+    """``terraform destroy`` failed: a defect of the descriptors (users tear
+    the architecture down with Terraform), even when the suite's sweep then
+    removed everything the run had made."""

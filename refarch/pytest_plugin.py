@@ -37,7 +37,7 @@ from _pytest.reports import TestReport
 from . import checks, lifecycle, proc
 from .cluster import Cluster, preflight
 from .contract import Contract
-from .errors import RefarchError
+from .errors import RefarchError, TeardownError
 from .lifecycle import guarded, in_phase
 from .paths import runs_dir
 from .profile import Profile, load_profile, parse_overrides
@@ -261,9 +261,18 @@ def cluster(run_state: RunState, record_testsuite_property, request):
         say(config, f"refarch: tearing down run {state.run_id} ({why})")
         try:
             state.results.teardown = state.cluster.destroy()
+        except TeardownError as exc:
+            # Nothing is left, but Terraform could not destroy what it made:
+            # the run fails on its own check, refarch::teardown.
+            state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
+            report_teardown_check(config, state.run_id, str(exc))
+            say(config, f"refarch: teardown of run {state.run_id} FAILED: {exc}")
+            return
         except RefarchError as exc:
+            report_teardown_check(config, state.run_id, str(exc))
             say(config, f"refarch: teardown of run {state.run_id} FAILED: {exc}")
             raise
+        report_teardown_check(config, state.run_id, "")
         say(config, f"refarch: teardown of run {state.run_id} done: nothing left "
                     f"({state.cluster.phases().get('teardown', 0):.0f} s)")
 
@@ -486,6 +495,19 @@ def pytest_keyboard_interrupt(excinfo):
 
 #: The session's config (for hooks that are not given it).
 _CONFIG: list = []
+
+
+def report_teardown_check(config, run_id: str, failure: str) -> None:
+    """Report the teardown as a check of its own, ``refarch::teardown``, in
+    the terminal, JUnit and results.json: passed when ``failure`` is empty,
+    else failed with it as the message (``terraform destroy`` failed, or
+    resources were left).  A failed report counts as a failed test, so the
+    session exits non-zero."""
+    location = ("refarch", None, "teardown")
+    call = ("passed", None) if not failure else ("failed", f"teardown of run {run_id} failed: {failure}")
+    for when, (outcome, longrepr) in (("setup", ("passed", None)), ("call", call), ("teardown", ("passed", None))):
+        report = TestReport("refarch::teardown", location, {"teardown": 1}, outcome, longrepr, when)
+        config.hook.pytest_runtest_logreport(report=report)
 
 
 class _InterruptReporter:

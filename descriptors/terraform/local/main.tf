@@ -48,6 +48,7 @@ resource "terraform_data" "network" {
     command = "${self.input.script} network-destroy"
     environment = {
       NETWORK = self.input.name
+      RUN_ID  = self.input.run_id
     }
   }
 }

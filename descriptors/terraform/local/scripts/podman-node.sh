@@ -2,7 +2,7 @@
 # Create and destroy the local cloud's resources with podman.  Called by the
 # local-exec provisioners of main.tf with its inputs in the environment.
 #   network-create  NETWORK SUBNET RUN_ID [LABELS]
-#   network-destroy NETWORK
+#   network-destroy NETWORK [RUN_ID]
 #   node-create     NAME HOSTNAME_ ADDRESS NETWORK IMAGE MEMORY_MB RUN_ID PUBKEY_FILE KNOWN_HOSTS [LABELS]
 #   node-destroy    NAME
 #   policy-create   TABLE SUBNET MEMBERS [ADMIN]   (comma-separated lists)
@@ -31,10 +31,16 @@ network-create)
     podman network create --subnet "$SUBNET" --label "refarch.run_id=$RUN_ID" "$@" "$NETWORK" >/dev/null
     ;;
 network-destroy)
-    # Gone already counts as destroyed.  No --force: a container still
-    # attached (a tainted node whose destroy provisioner never ran) makes this
-    # fail loudly, and the suite's sweep by run-id label removes both.
-    # podman's own error goes to Terraform's output (and the teardown report).
+    # A node whose create failed or was interrupted is tainted, and Terraform
+    # runs no destroy provisioner for a tainted resource: this run's own
+    # containers still attached (labelled with RUN_ID) are removed first.
+    # Anything else attached makes this fail loudly, with podman's message
+    # in Terraform's output: a destroy that cannot finish is a defect.
+    if [ -n "${RUN_ID:-}" ]; then
+        podman ps -a -q --filter "label=refarch.run_id=$RUN_ID" --filter "network=$NETWORK" |
+            xargs -r podman rm -f -t 5 >/dev/null
+    fi
+    # Gone already counts as destroyed.  No --force.
     if ! out=$(podman network rm "$NETWORK" 2>&1); then
         if podman network exists "$NETWORK"; then
             echo "podman network rm $NETWORK: $out" >&2
