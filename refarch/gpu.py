@@ -87,3 +87,15 @@ def dcgm_failures(text: str) -> list[str]:
         if len(cells) >= 2 and cells[-1].lower().startswith("fail"):
             failures.append(cells[0])
     return failures
+
+
+def dcgm_missing_verdict(gpu_pins: dict, node_name: str) -> tuple[str, str]:
+    """What a node without ``dcgmi`` means, from the pins' ``gpu`` section
+    (descriptors/versions.yml): ("fail", why) when the gpu role installs
+    DCGM there (``install_dcgm`` true: the install failed or was undone),
+    ("skip", why) when the pins leave DCGM out."""
+    if gpu_pins.get("install_dcgm"):
+        package = gpu_pins.get("dcgm_package", "DCGM")
+        return ("fail", f"{node_name}: dcgmi is not installed, but the gpu role installs {package} "
+                        "(versions.yml gpu.install_dcgm: true): the install failed or was undone")
+    return ("skip", f"{node_name}: DCGM is not installed (versions.yml gpu.install_dcgm is false)")

@@ -5,6 +5,7 @@ without GPUs every check is skipped with the profile's reason."""
 import pytest
 
 from refarch import checks, gpu
+from refarch.paths import load_versions
 from refarch.pytest_plugin import run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
@@ -57,9 +58,17 @@ def test_horovod_built_with_nccl(node, node_name, expect, profile):
 
 
 def test_dcgm_diagnostic(node, node_name, expect):
-    """A short DCGM diagnostic (`dcgmi diag -r 1`) passes where DCGM is installed."""
-    if node.run("command -v dcgmi").rc != 0:
-        pytest.skip(f"{node_name}: DCGM is not installed")
+    """A short DCGM diagnostic (`dcgmi diag -r 1`) passes.  The gpu role
+    installs DCGM when the pins say so (descriptors/versions.yml
+    gpu.install_dcgm): then a missing dcgmi is a failed install and fails
+    here; only pins that leave DCGM out skip."""
+    missing = node.run("command -v dcgmi").rc != 0
+    reason = gpu.dcgm_missing_verdict(load_versions().get("gpu", {}), node_name) if missing else None
+    if reason is not None:
+        verdict, message = reason
+        if verdict == "skip":
+            pytest.skip(message)
+        pytest.fail(message)
     r = node.run("timeout 300 dcgmi diag -r 1")
     assert r.rc != 124, f"{node_name}: dcgmi diag -r 1 ran past 300 s"
     failed = gpu.dcgm_failures(r.stdout)

@@ -45,3 +45,14 @@ def test_version_comparison():
 def test_dcgm_failures():
     assert gpu.dcgm_failures((DATA / "dcgmi-diag-r1-fail.txt").read_text()) == ["Persistence Mode"]
     assert gpu.dcgm_failures("| Denylist | Pass |\n") == []
+
+
+def test_a_missing_dcgmi_fails_where_the_gpu_role_installs_it():
+    verdict, message = gpu.dcgm_missing_verdict({"install_dcgm": True, "dcgm_package": "datacenter-gpu-manager"},
+                                                "node2")
+    assert verdict == "fail"
+    assert message.startswith("node2: dcgmi is not installed, but the gpu role installs datacenter-gpu-manager")
+    assert gpu.dcgm_missing_verdict({"install_dcgm": False}, "node2")[0] == "skip"
+    # The pins the architecture ships install it.
+    from refarch.paths import load_versions
+    assert gpu.dcgm_missing_verdict(load_versions()["gpu"], "node1")[0] == "fail"
