@@ -247,3 +247,25 @@ def export_problems(exports: dict[str, dict[str, list[str]]], path: str, client:
     problems += [f"export {path} to {client} lacks {opt} (has {','.join(have)})" for opt in required
                  if opt not in have]
     return problems
+
+
+#: Lines of an elastic job's output (horovodrun's and the ranks') that show
+#: the job saw a worker fail, as Horovod 0.28's Gloo launcher and transport
+#: print them: the launcher's "Process <rank> exit with status code <n>", the
+#: worker's SSH session "closed by remote host", Gloo's "Connection closed
+#: by peer" / "Connection reset by peer", and a blacklisted host.
+FAILURE_SEEN = re.compile(r"Process \d+ exit with status code [1-9]\d*|closed by remote host|"
+                          r"Connection (?:closed|reset) by peer|[Bb]lacklist(?:ing|ed) host")
+
+
+def failure_evidence(output: str, limit: int = 3) -> list[str]:
+    """The first ``limit`` lines of ``output`` that show the job saw a worker
+    fail (:data:`FAILURE_SEEN`), stripped and cut to 200 characters; empty
+    when the job printed none (it shrank without noticing a failure)."""
+    found = []
+    for line in output.splitlines():
+        if FAILURE_SEEN.search(line):
+            found.append(line.strip()[:200])
+            if len(found) >= limit:
+                break
+    return found

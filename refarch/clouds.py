@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -91,6 +92,15 @@ class LocalCloud:
     def start_node(self, cluster: Cluster, name: str) -> None:
         """Power the node on again: same address, same disk, a fresh boot."""
         proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout=90)
+
+    def node_state(self, cluster: Cluster, name: str) -> str:
+        """"running", "stopped" (exited, stopped, created) or podman's own
+        state name of the node's container."""
+        r = proc.run(["podman", "inspect", "--format", "{{.State.Status}}", f"{cluster.run_id}-{name}"],
+                     timeout=60, check=False)
+        status = r.stdout.strip() or "missing"
+        return {"running": "running", "exited": "stopped", "stopped": "stopped",
+                "created": "stopped"}.get(status, status)
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
@@ -200,6 +210,13 @@ class OpenStackCloud:
 
         ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
 
+    def node_state(self, cluster: Cluster, name: str) -> str:
+        """"running" (ACTIVE), "stopped" (SHUTOFF) or Nova's status in lower
+        case (error, ..., missing)."""
+        from . import openstack as ostk
+
+        return ostk.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
+
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         from . import openstack as ostk
 
@@ -236,6 +253,34 @@ class OpenStackCloud:
         tp.delete(admin, self.conn(cluster))
 
 
+#: Fault cases only (refarch.faults): ``stop-ignored`` gives a driver whose
+#: stop is accepted and does nothing, as an OpenStack server that stays
+#: ACTIVE after a stop call.
+FAULT_DRIVER_ENV = "REFARCH_FAULT_DRIVER"
+
+
+class StopIgnored:
+    """A cloud driver whose ``stop_node`` returns without stopping anything
+    (every other call goes to ``driver``): what the availability properties
+    must notice before they time anything."""
+
+    def __init__(self, driver):
+        self._driver = driver
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        return None
+
+    def __getattr__(self, attr):
+        return getattr(self._driver, attr)
+
+
 def driver_for(profile: Profile):
-    """The cloud driver of ``profile.cloud``."""
-    return {"local": LocalCloud, "openstack": OpenStackCloud}[profile.cloud]()
+    """The cloud driver of ``profile.cloud`` (wrapped in a fault case's
+    faulty driver when :data:`FAULT_DRIVER_ENV` names one)."""
+    driver = {"local": LocalCloud, "openstack": OpenStackCloud}[profile.cloud]()
+    fault = os.environ.get(FAULT_DRIVER_ENV, "")
+    if fault == "stop-ignored":
+        return StopIgnored(driver)
+    if fault:
+        raise PreflightError(f"{FAULT_DRIVER_ENV}={fault!r}: the only faulty driver is 'stop-ignored'")
+    return driver

@@ -12,11 +12,13 @@ the next fault starts from a healthy cluster.  F1-F6 are the faults of
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import proc
+from .clouds import FAULT_DRIVER_ENV
 from .contract import Contract
 from .run import RunDir
 
@@ -155,13 +157,43 @@ def _exposed_port(ctx: FaultContext) -> None:
 
 
 def _exposed_port_revert(ctx: FaultContext) -> None:
+    _exposed_port_revert_rules(ctx)
+    ctx.sh(ctx.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False)
+
+
+#: A UDP service that never answers (as rpcbind does not answer nmap's
+#: probe of a wrong program): only the arrival counters can see it exposed.
+_SILENT_UDP = ("import socket, time; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+               "s.bind(('0.0.0.0', {port})); time.sleep(86400)")
+
+
+def _udp_exposed(port: int):
+    """Inject: a silent UDP listener on 0.0.0.0:``port`` on the second node,
+    and a rule at the head of the run's network policy that admits UDP
+    ``port`` from anywhere (rpcbind exposed after nfs-common came in)."""
+    def inject(ctx: FaultContext) -> None:
+        table = ctx.contract.network_policy["table"]
+        proc.run(["podman", "exec", "-d", ctx.container(ctx.node(1)), "python3", "-c",
+                  _SILENT_UDP.format(port=port), f"refarch-fault-udp{port}"], timeout=30)
+        proc.run(["nft", "insert", "rule", "inet", table, "forward", "udp", "dport", str(port), "accept",
+                  "comment", '"refarch-fault-exposed"'], timeout=30)
+    return inject
+
+
+def _udp_exposed_revert(port: int):
+    def revert(ctx: FaultContext) -> None:
+        _exposed_port_revert_rules(ctx)
+        ctx.sh(ctx.node(1), f"pkill -f 'refarch-fault-udp{port}'; sleep 1", check=False)
+    return revert
+
+
+def _exposed_port_revert_rules(ctx: FaultContext) -> None:
     table = ctx.contract.network_policy["table"]
     listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout=30).stdout
     for line in listing.splitlines():
         if "refarch-fault-exposed" in line and "# handle " in line:
             handle = line.rsplit("# handle ", 1)[1].strip()
             proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle", handle], timeout=30)
-    ctx.sh(ctx.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False)
 
 
 def _both(*steps):
@@ -173,6 +205,17 @@ def _both(*steps):
 
 
 _LAUNCHER = "/usr/local/bin/horovodrun-elastic"
+
+
+def _stop_ignored(ctx: FaultContext) -> None:
+    """The checks' child pytest gets a cloud driver whose stop does nothing
+    (refarch.clouds.StopIgnored): set in this process's environment, which
+    the child inherits."""
+    os.environ[FAULT_DRIVER_ENV] = "stop-ignored"
+
+
+def _stop_carried_out(ctx: FaultContext) -> None:
+    os.environ.pop(FAULT_DRIVER_ENV, None)
 
 
 def _no_cooldown(ctx: FaultContext) -> None:
@@ -312,6 +355,15 @@ FAULTS: tuple[Fault, ...] = (
           message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ tcp/8099 open\) "
                   r"is above the upper bound 0",
           source="issue 7, security exposure"),
+    Fault("udp-exposed", "a UDP service on 0.0.0.0:111 of one node that answers nothing, and a policy rule that "
+                         "admits udp/111 from anywhere (rpcbind exposed)",
+          inject=_udp_exposed(111), revert=_udp_exposed_revert(111),
+          checks="test_property and exposure",
+          must_fail=("test_property[exposure.outside_open_ports]", "test_property[exposure.admin_unexpected_ports]"),
+          must_pass=("test_property[exposure.password_auth_nodes]",),
+          message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ udp/111 open\) "
+                  r"is above the upper bound 0",
+          source="issue 18: exposure of every UDP port"),
     Fault("not-mounted-at-boot", "the share is mounted by hand but not listed in /etc/fstab on one node",
           inject=lambda c: c.sh(c.node(1), _backup("/etc/fstab") + r" && sed -i 's|^\(.* /shared .*\)$|#\1|' /etc/fstab"),
           revert=lambda c: c.sh(c.node(1), _restore("/etc/fstab") + " && (mountpoint -q /shared || mount /shared)"),
@@ -320,13 +372,21 @@ FAULTS: tuple[Fault, ...] = (
           message=r"{n1} healthy after [\d.]+ s, but checks fail after its restart \(without Ansible\): "
                   r".*test_shared_storage_mounted\[{n1}\]: (AssertionError: )?{n1}: nothing mounted at /shared",
           source="issue 7, node restart"),
+    Fault("stop-ignored", "the cloud accepts a stop and the node keeps running (an OpenStack server that stays "
+                          "ACTIVE after a stop call)",
+          inject=_stop_ignored, revert=_stop_carried_out,
+          checks="test_property and (restart_healthy or recovery)", long=True,
+          must_fail=("test_property[availability.restart_healthy_s]", "test_property[availability.recovery_s]"),
+          message=r"{n1} still answers SSH from {n0} \(cloud state running\) 30 s after stop_node returned: "
+                  r"the node was never down",
+          source="issue 18: availability by a real failure"),
     Fault("no-cooldown", "elastic Horovod without a blacklist cooldown: a stopped node never rejoins",
           inject=_both(_no_cooldown, _expect(**{"availability.step_timeout_s": 120})),
           revert=_both(_cooldown_back, _expect_revert),
           checks="test_property and (recovery or rejoin)", long=True,
           must_fail=("test_property[availability.rejoin_s]",),
           must_pass=("test_property[availability.recovery_s]",),
-          message=r"elastic job back at world size 2 after {n1} was listed again: not within 120 s",
+          message=r"elastic job back at world size 2 after {n1} was started again: not within 120 s",
           source="issue 7, availability (measured by hand: never rejoined in 200 s)"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),

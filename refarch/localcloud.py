@@ -155,9 +155,12 @@ def policy_table(run_id: str) -> str:
 
 
 def _policy_tables(run_id: str) -> list[str]:
+    """The run's nftables tables on this host: its network policy and the
+    exposure probes' per-destination counters (refarch.exposure.edge_table)."""
     out = proc.run(["nft", "list", "tables"], timeout=30, check=False).stdout
-    want = f"table inet {policy_table(run_id)}"
-    return [policy_table(run_id)] if any(line.strip() == want for line in out.splitlines()) else []
+    present = {line.strip() for line in out.splitlines()}
+    names = (policy_table(run_id), exposure.edge_table(policy_table(run_id)))
+    return [name for name in names if f"table inet {name}" in present]
 
 
 def run_labels() -> dict[str, dict[str, str]]:

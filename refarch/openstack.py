@@ -354,3 +354,14 @@ def set_power(conn, server_name: str, on: bool, timeout_s: int = 600) -> None:
         conn.compute.wait_for_server(server, status=want, failures=["ERROR"], interval=5, wait=timeout_s)
     except exceptions.SDKException as exc:
         raise RefarchError(f"server {server_name} did not become {want} within {timeout_s} s: {exc}") from None
+
+
+def node_state(conn, server_name: str) -> str:
+    """The server's power as the suite names it: "running" (ACTIVE),
+    "stopped" (SHUTOFF), "missing" (no such server) or Nova's status in
+    lower case (error, build, ...)."""
+    server = conn.compute.find_server(server_name, ignore_missing=True)
+    if server is None:
+        return "missing"
+    server = conn.compute.get_server(server)
+    return {"ACTIVE": "running", "SHUTOFF": "stopped"}.get(server.status, str(server.status).lower())

@@ -13,6 +13,7 @@ test per id, ``test_property[scaling.efficiency]``) and judge it here.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 #: Property id -> (unit, what is measured).  A profile may only name these.
@@ -30,17 +31,21 @@ KNOWN: dict[str, tuple[str, str]] = {
         "ratio", "lowest over node pairs of Horovod's allreduce bus bandwidth at the largest message size "
                  "divided by raw TCP throughput between the same pair (iperf3)"),
     "availability.restart_healthy_s": (
-        "seconds", "a node stopped and started by the cloud: seconds from its start until SSH, the shared "
-                   "storage and the clock are healthy (its node checks must then pass without Ansible)"),
+        "seconds", "a node stopped (proven down) and started by the cloud: seconds from its start until SSH, "
+                   "the shared storage and the clock are healthy (its node checks must then pass without Ansible)"),
     "availability.recovery_s": (
-        "seconds", "elastic Horovod: seconds from stopping a worker node to the first training step at N-1"),
+        "seconds", "elastic Horovod: seconds from stopping a worker node that stays listed (a failure, proven: "
+                   "the cloud says stopped, a peer gets no answer, the job printed the worker's failure) to "
+                   "the first training step at N-1"),
     "availability.rejoin_s": (
-        "seconds", "elastic Horovod: seconds from listing the restarted node again to the first step at N"),
+        "seconds", "elastic Horovod: seconds from the stopped node being healthy again (listed throughout) to "
+                   "the first step at N"),
     "availability.steps_repeated": (
         "steps", "elastic Horovod: the most steps trained twice after a reset (restored from the last commit)"),
     "exposure.outside_open_ports": (
         "ports", "ports open on any node to a probe outside the admin range and the cluster, beyond "
-                 "expect.exposure.outside (TCP 1-65535 and UDP 123, nmap)"),
+                 "expect.exposure.outside (nmap: TCP 1-65535, UDP to every port a node listens on and nmap's 20 "
+                 "most frequent; a listening port the probe's packets reached counts as open)"),
     "exposure.admin_unexpected_ports": (
         "ports", "ports open on any node to a probe in the admin range beyond expect.exposure.admin"),
     "exposure.password_auth_nodes": (
@@ -56,8 +61,9 @@ LONG_GROUPS = ("availability",)
 
 @dataclass(frozen=True)
 class Verdict:
-    """``status`` is pass, warn or fail; ``message`` names the figure, the
-    bound it crossed and the reference's source."""
+    """``status`` is pass, warn, fail or error (no finite figure);
+    ``message`` names the figure, the bound it crossed and the reference's
+    source."""
 
     status: str
     message: str
@@ -78,6 +84,11 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def is_finite_number(value) -> bool:
+    """True for an int or float (not bool) that is neither NaN nor infinite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def judge(prop_id: str, value: float, spec, detail: str = "") -> Verdict:
     """Judge ``value`` against ``spec`` (a :class:`refarch.profile.PropertySpec`).
 
@@ -87,8 +98,15 @@ def judge(prop_id: str, value: float, spec, detail: str = "") -> Verdict:
     "too well").  The message names the property, the figure with its unit,
     the bound, the target and the source; ``detail`` (e.g. " (np=1 37.2,
     np=2 41.0 images/sec)") follows the figure.
+
+    A figure that is missing or not finite (None, NaN, infinity: every
+    comparison with NaN is false, so it would pass every bound) is an
+    ``error`` verdict: the property was not measured.
     """
     ref, unit = spec.reference, spec.unit
+    if not is_finite_number(value):
+        return Verdict("error", f"{prop_id} = {value!r} {unit}{detail}: not a finite figure, so nothing was "
+                                "measured (an error, never a pass)")
     figure = f"{prop_id} = {_fmt(value)} {unit}{detail}"
     context = []
     if ref.target is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,19 @@ def pins_hash() -> str:
     """sha256 (16 hex chars) of ``descriptors/versions.yml``."""
     return hashlib.sha256(VERSIONS_FILE.read_bytes()).hexdigest()[:16]
 
+
+
+def strict_json(value):
+    """``value`` with every float that is not finite replaced by its name
+    ("nan", "inf", "-inf"): JSON has no NaN, and a reader must not take
+    one for a number."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
 
 @dataclass
 class Results:
@@ -128,8 +142,11 @@ class Results:
         }
 
     def write(self, path: Path) -> Path:
+        """Write results.json: strict JSON, so a figure that is not finite
+        (NaN, infinity) is written as the string "nan", "inf" or "-inf"."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=False), encoding="utf-8")
+        path.write_text(json.dumps(strict_json(self.as_dict()), indent=2, sort_keys=False, allow_nan=False),
+                        encoding="utf-8")
         return path
 
     def summary_lines(self) -> list[str]:

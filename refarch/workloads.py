@@ -321,18 +321,76 @@ def node_healthy(cluster, name: str, mount_point: str) -> bool:
     return r.returncode == 0
 
 
+def still_up(cluster, hosts, name: str) -> str:
+    """Empty when node ``name`` is down: the cloud reports it stopped and a
+    TCP connection to its SSH port from a surviving node (from this host on
+    a one-node cluster) is refused or times out (5 s).  Otherwise what says
+    it is still up, e.g. "still answers SSH from node1 (cloud state
+    running)"."""
+    import socket
+
+    state = cluster.driver.node_state(cluster, name)
+    address = cluster.contract.node(name).address
+    peers = [n for n in cluster.contract.node_names if n != name]
+    if peers:
+        peer = peers[0]
+        r = hosts[peer].run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/22' 2>/dev/null")
+        answers = r.rc == 0
+    else:
+        peer = "this host"
+        try:
+            socket.create_connection((address, 22), timeout=5).close()
+            answers = True
+        except OSError:
+            answers = False
+    if answers:
+        return f"still answers SSH from {peer} (cloud state {state})"
+    if state != "stopped":
+        return f"is {state} in the cloud although SSH from {peer} gets no answer"
+    return ""
+
+
+def prove_down(cluster, hosts, name: str, timeout_s: float = 30) -> float:
+    """Wait until node ``name`` is down (:func:`still_up`), at most
+    ``timeout_s`` seconds after the cloud's stop call returned; returns the
+    seconds it took.  A property that times a failure is measured only after
+    this proof.
+
+    Raises:
+        pytest.fail: "<node> still answers SSH from node1 (cloud state
+            running) 30 s after stop_node returned" (a stop the cloud accepted
+            but did not carry out).
+    """
+    start = time.monotonic()
+    while True:
+        why = still_up(cluster, hosts, name)
+        if not why:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout_s:
+            pytest.fail(f"{name} {why} {timeout_s:.0f} s after stop_node returned: the node was never down, "
+                        "so nothing was measured")
+        time.sleep(1)
+
+
 @pytest.fixture(scope="session")
 def restart_run(cluster, hosts, profile, results, run_state) -> dict:
-    """The last node is stopped and started again by the cloud driver;
-    ``healthy_s`` is the seconds from the start until SSH, the share and the
-    clock are healthy; then its node checks (and the cluster checks) run
-    again in a child pytest, without Ansible: ``failed`` lists any that
-    fail."""
+    """The last node is stopped by the cloud driver, proven down
+    (:func:`prove_down`: the cloud says stopped, a peer gets no answer on
+    SSH) and started again; ``healthy_s`` is the seconds from the start
+    until SSH, the share and the clock are healthy; then its node checks
+    (and the cluster checks) run again in a child pytest, without Ansible:
+    ``failed`` lists any that fail, ``checks_passed`` counts the passed
+    ones (none passed proves nothing)."""
     names = cluster.contract.node_names
     name, a = names[-1], profile.availability
     mount = cluster.contract.shared_storage["mount_point"]
     with timed(results, "availability"):
         cluster.driver.stop_node(cluster, name)
+        try:
+            down_s = prove_down(cluster, hosts, name)
+        except BaseException:
+            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            raise
         start = time.monotonic()
         try:
             cluster.driver.start_node(cluster, name)
@@ -348,8 +406,9 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
         outcomes = childrun.run_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit,
                                        tests=("tests/integration/test_nodes.py", "tests/integration/test_cluster.py"))
     failed = {t: m.strip().splitlines()[0][:300] for t, (o, m) in outcomes.items() if o == "failed"}
-    run = {"node": name, "healthy_s": round(healthy_s, 1), "checks_run": len(outcomes), "failed": failed,
-           "junit": str(junit)}
+    passed = sum(1 for o, _ in outcomes.values() if o == "passed")
+    run = {"node": name, "down_after_stop_s": round(down_s, 1), "healthy_s": round(healthy_s, 1),
+           "checks_run": len(outcomes), "checks_passed": passed, "failed": failed, "junit": str(junit)}
     results.availability["restart"] = run
     return run
 
@@ -373,13 +432,19 @@ def steps_repeated(steps: list[dict]) -> int:
 @pytest.fixture(scope="session")
 def elastic_run(cluster, hosts, profile, results) -> dict:
     """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
-    the shared hosts file); mid-training the last node is taken out of the
-    hosts file and stopped, then started and listed again; the job is ended
-    once it trains at full size again (or, when the node never rejoins,
-    after ``availability.step_timeout_s``).  Returns recovery_s (stop ->
-    first step at N-1), rejoin_s (listed again -> first step at N; None and
-    ``rejoin_error`` when it never came), the world sizes seen, the steps
-    repeated, and the job's result."""
+    the shared hosts file); mid-training the last node is stopped by the
+    cloud driver while it is still listed (a failure, not a scale-down),
+    proven down (:func:`prove_down`), then started again; it stays listed
+    throughout, and the launcher's blacklist cooldown lets it back in.  The
+    job is ended once it trains at full size again (or, when the node never
+    rejoins, after ``availability.step_timeout_s``).
+
+    Before recovery is timed the job must have seen the failure: a line of
+    :data:`refarch.checks.FAILURE_SEEN` in its output (``failure_seen``)
+    and a step at world size N-1 after the stop.  Returns recovery_s (stop
+    -> first step at N-1), rejoin_s (node healthy again -> first step at N;
+    None and ``rejoin_error`` when it never came), the world sizes seen,
+    the steps repeated, and the job's result."""
     names = cluster.contract.node_names
     n, first, victim = len(names), names[0], names[-1]
     a, user = profile.availability, profile.training_user.name
@@ -405,7 +470,7 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
 
     def still_training() -> str:
         steps = _steps(read_log())
-        if not steps or steps[-1]["t"] <= t_listed:
+        if not steps or steps[-1]["t"] <= t_back:
             return cause()
         last = steps[-1]
         return (f"; it trains on at world size {last['size']} (step {last['step']}), so {victim} was never "
@@ -426,17 +491,18 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
 
     job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
                            daemon=True)
-    stopped, rejoin_error = False, ""
+    stopped, rejoin_error, down_s = False, "", None
     with timed(results, "availability"):
         listing(names)
         job.start()
         try:
             wait_until(f"elastic job trains at world size {n}", lambda: step_where(
                 lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
-            listing(names[:-1])
+            # The victim stays listed: the survivors must notice the failure.
             t_stop = node_clock(node1)
             cluster.driver.stop_node(cluster, victim)
             stopped = True
+            down_s = prove_down(cluster, hosts, victim)
             shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was stopped",
                                 lambda: step_where(lambda s: s["size"] == n - 1 and s["t"] > t_stop),
                                 a.step_timeout_s, on_timeout=cause)
@@ -444,13 +510,12 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
             stopped = False
             wait_until(f"{victim} healthy after its start", lambda: node_healthy(cluster, victim, mount),
                        a.restart_timeout_s)
-            listing(names)
-            t_listed = node_clock(node1)
+            t_back = node_clock(node1)
             # A node that never rejoins fails the rejoin property only: the
             # job is still ended and the recovery measured.
             try:
-                grown = wait_until(f"elastic job back at world size {n} after {victim} was listed again",
-                                   lambda: step_where(lambda s: s["size"] == n and s["t"] > t_listed),
+                grown = wait_until(f"elastic job back at world size {n} after {victim} was started again",
+                                   lambda: step_where(lambda s: s["size"] == n and s["t"] > t_back),
                                    a.step_timeout_s, on_timeout=still_training)
             except pytest.fail.Exception as exc:
                 grown, rejoin_error = None, str(exc)
@@ -473,8 +538,14 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
                     f"{checks.cause_line(text) or 'it printed nothing'} (full output: {local_log})")
     steps = _steps(text)
     sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
+    failure_seen = checks.failure_evidence(text)
+    if not failure_seen:
+        pytest.fail(f"the elastic job went on at world size {n - 1} after {victim} was stopped, but its output "
+                    "shows no failure of a worker (no exit status, closed connection or blacklisted host): it "
+                    f"did not notice the failure it is timed on (full output: {local_log})")
     run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
-           "rejoin_s": round(grown["t"] - t_listed, 2) if grown else None, "rejoin_error": rejoin_error,
+           "down_after_stop_s": round(down_s, 1), "failure_seen": failure_seen,
+           "rejoin_s": round(grown["t"] - t_back, 2) if grown else None, "rejoin_error": rejoin_error,
            "steps_repeated": steps_repeated(steps),
            "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
            "log": str(local_log)}

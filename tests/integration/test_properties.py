@@ -96,10 +96,14 @@ def _loss_gap(request) -> Measurement:
 @measures("availability.restart_healthy_s")
 def _restart(request) -> Measurement:
     run = request.getfixturevalue("restart_run")
+    if not run.get("checks_passed"):
+        pytest.fail(f"{run['node']} healthy after {run['healthy_s']} s, but no check passed after its restart "
+                    f"({run['checks_run']} run): nothing proves it works again")
     if run["failed"]:
         pytest.fail(f"{run['node']} healthy after {run['healthy_s']} s, but checks fail after its restart "
                     "(without Ansible): " + "; ".join(f"{t}: {m}" for t, m in sorted(run["failed"].items())))
-    return Measurement(run["healthy_s"], run, f" ({run['node']}; then {run['checks_run']} checks passed)")
+    return Measurement(run["healthy_s"], run, f" ({run['node']} down {run['down_after_stop_s']} s after the stop; "
+                                              f"then {run['checks_passed']} checks passed)")
 
 
 def _elastic(request) -> dict:
@@ -110,7 +114,8 @@ def _elastic(request) -> dict:
 @measures("availability.recovery_s")
 def _recovery(request) -> Measurement:
     run = _elastic(request)
-    return Measurement(run["recovery_s"], run, f" ({run['victim']} stopped; world sizes {run['world_sizes']})")
+    return Measurement(run["recovery_s"], run, f" ({run['victim']} stopped while listed; world sizes "
+                                               f"{run['world_sizes']}; seen: {run['failure_seen'][0]})")
 
 
 @measures("availability.rejoin_s")
@@ -118,7 +123,8 @@ def _rejoin(request) -> Measurement:
     run = _elastic(request)
     if run["rejoin_s"] is None:
         pytest.fail(run["rejoin_error"])
-    return Measurement(run["rejoin_s"], run, f" ({run['victim']} listed again; world sizes {run['world_sizes']})")
+    return Measurement(run["rejoin_s"], run, f" ({run['victim']} healthy again, listed throughout; world sizes "
+                                             f"{run['world_sizes']})")
 
 
 @measures("availability.steps_repeated")
@@ -144,8 +150,10 @@ def _busbw(request) -> Measurement:
 @pytest.fixture(scope="module")
 def exposure_scans(cluster, results) -> dict:
     """{probe kind: ScanResult} from the admin and the outside probe (local
-    cloud); each result also carries ``dropped``: packets the run's network
-    policy dropped during that probe's scan."""
+    cloud, refarch.exposure.survey); each result also carries ``dropped``
+    (packets the run's network policy dropped during that probe's scan),
+    ``reached`` and ``arrived`` per node (its packets at the node's edge,
+    and inside it) and the listening ports its packets reached."""
     contract = cluster.contract
     if contract.cloud != "local":
         pytest.skip(f"not run: the exposure probes are built for the local cloud, not {contract.cloud}")
@@ -154,20 +162,17 @@ def exposure_scans(cluster, results) -> dict:
     if not probe_subnet or not table:
         pytest.skip("not run: the cluster was deployed without a probe subnet or network policy (older run)")
     probes = exposure.plan_probes(cluster.run_id, localcloud.probe_ranges(probe_subnet))
-    addresses = [n.address for n in contract.nodes]
-    scans = {}
+    nodes = {n.address: n.name for n in contract.nodes}
     exposure.remove_probes(cluster.run_id)  # what an interrupted scan of this run left
     with timed(results, "properties"):
         try:
             for probe in probes:
                 exposure.create_probe(probe)
-            for probe in probes:
-                before = exposure.drop_count(table)
-                scans[probe.kind] = exposure.scan(probe, addresses)
-                scans[probe.kind].dropped = exposure.drop_count(table) - before
+            scans = exposure.survey(cluster.run_id, probes, nodes,
+                                    {name: f"{cluster.run_id}-{name}" for name in nodes.values()}, table)
         finally:
             exposure.remove_probes(cluster.run_id)
-    results.exposure = {kind: r.as_dict() for kind, r in scans.items()}
+    results.exposure.update({kind: r.as_dict() for kind, r in scans.items()})
     return scans
 
 
@@ -175,13 +180,21 @@ def _names(cluster) -> dict[str, str]:
     return {n.address: n.name for n in cluster.contract.nodes}
 
 
+def _reached_every_node(scan, names: dict[str, str]) -> None:
+    """Fail unless the probe's packets reached every node's edge (counted
+    per destination on this host): a scan that reached one node proves
+    nothing about the others."""
+    missed = [names[a] for a in names if scan.reached.get(a, 0) == 0]
+    if missed:
+        pytest.fail(f"the {scan.probe.kind} probe ({scan.probe.address}) scanned, but none of its packets "
+                    f"reached {', '.join(missed)}: the scan proves nothing there")
+
+
 @measures("exposure.outside_open_ports")
 def _outside(request) -> Measurement:
     cluster, profile = request.getfixturevalue("cluster"), request.getfixturevalue("profile")
     scan = request.getfixturevalue("exposure_scans")["outside"]
-    if scan.dropped == 0:
-        pytest.fail(f"the outside probe ({scan.probe.address}) scanned, but the run's network policy dropped "
-                    "nothing: its packets never reached the cluster, so the scan proves nothing")
+    _reached_every_node(scan, _names(cluster))
     found = exposure.unexpected(scan, profile.expect.exposure.outside, _names(cluster))
     detail = f" (outside probe {scan.probe.address}: " + ", ".join(found) + " open)" if found else ""
     return Measurement(len(found), scan.as_dict(), detail)
@@ -192,6 +205,7 @@ def _admin(request) -> Measurement:
     cluster, profile = request.getfixturevalue("cluster"), request.getfixturevalue("profile")
     scan = request.getfixturevalue("exposure_scans")["admin"]
     names = _names(cluster)
+    _reached_every_node(scan, names)
     unreached = [names[a] for a in names if "tcp/22" not in scan.open_ports.get(a, [])]
     if "tcp/22" in profile.expect.exposure.admin and unreached:
         pytest.fail(f"the admin probe ({scan.probe.address}, {scan.probe.cidr}) cannot reach sshd on "
@@ -239,13 +253,14 @@ def test_property(property_id, request, profile, results, run_state):
         raise
     verdict = properties.judge(property_id, m.value, spec, m.detail)
     message = verdict.message
-    results.add_property(property_id, spec, verdict.status, m.value, message,
+    measured = m.value if properties.is_finite_number(m.value) else None  # JSON has no NaN
+    results.add_property(property_id, spec, verdict.status, measured, message,
                          {"run_id": run_state.run_id, **m.evidence})
     node = getattr(request, "node", None)
     if node is not None:  # JUnit <properties> of this test case
-        node.user_properties += [("measured", m.value), ("unit", spec.unit), ("verdict", verdict.status),
+        node.user_properties += [("measured", measured), ("unit", spec.unit), ("verdict", verdict.status),
                                  ("reference", spec.reference.model_dump_json(exclude_none=True)),
                                  ("source", spec.source.text + (f" {spec.source.url}" if spec.source.url else ""))]
     if verdict.status == "warn":
         warnings.warn(message, stacklevel=1)
-    assert verdict.status != "fail", message
+    assert verdict.status not in ("fail", "error"), message

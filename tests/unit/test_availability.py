@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import workloads
+from refarch import checks, workloads
 from refarch.profile import load_profile
 from refarch.results import Results
 from tests.integration import test_properties
@@ -44,7 +44,8 @@ def _judge(prop_id, **fixtures):
 
 
 ELASTIC = {"world_sizes": [2, 1, 2], "recovery_s": 0.33, "rejoin_s": 23.96, "rejoin_error": "", "steps_repeated": 8, "steps": 160,
-           "victim": "node2", "log": "runs/r/logs/elastic.log"}
+           "victim": "node2", "log": "runs/r/logs/elastic.log", "down_after_stop_s": 0.0,
+           "failure_seen": ["Process 1 exit with status code 255."]}
 
 
 @pytest.mark.parametrize("prop_id", ["availability.recovery_s", "availability.rejoin_s",
@@ -60,13 +61,15 @@ def test_more_steps_repeated_than_the_commit_interval_fail():
 
 
 def test_a_slow_recovery_fails():
-    with pytest.raises(AssertionError, match=r"availability.recovery_s = 75 seconds \(node2 stopped; world sizes "
-                                             r"\[2, 1, 2\]\) is above the upper bound 60"):
+    with pytest.raises(AssertionError, match=r"availability.recovery_s = 75 seconds \(node2 stopped while listed; world "
+                                             r"sizes \[2, 1, 2\]; seen: Process 1 exit with status code 255\.\) is above "
+                                             r"the upper bound"):
         _judge("availability.recovery_s", elastic_run={**ELASTIC, "recovery_s": 75})
 
 
 def test_checks_that_fail_after_a_restart_are_named():
-    run = {"node": "node2", "healthy_s": 1.4, "checks_run": 20, "junit": "x.xml",
+    run = {"node": "node2", "healthy_s": 1.4, "checks_run": 20, "checks_passed": 19, "junit": "x.xml",
+           "down_after_stop_s": 0.0,
            "failed": {"test_shared_storage_mounted[node2]": "AssertionError: node2: nothing mounted at /shared"}}
     with pytest.raises(pytest.fail.Exception, match=r"node2 healthy after 1.4 s, but checks fail after its restart "
                                                      r"\(without Ansible\): test_shared_storage_mounted\[node2\]: "):
@@ -85,8 +88,81 @@ def test_long_properties_are_skipped_with_the_reason_unless_asked_for():
 
 def test_a_node_that_never_rejoins_fails_rejoin_but_recovery_is_still_judged():
     never = {**ELASTIC, "world_sizes": [2, 1], "rejoin_s": None,
-             "rejoin_error": "elastic job back at world size 2 after node2 was listed again: not within 60 s; "
+             "rejoin_error": "elastic job back at world size 2 after node2 was started again: not within 60 s; "
                              "it trains on at world size 1 (step 628)"}
     with pytest.raises(pytest.fail.Exception, match=r"not within 60 s; it trains on at world size 1"):
         _judge("availability.rejoin_s", elastic_run=never)
     assert _judge("availability.recovery_s", elastic_run=never)["verdict"] == "pass"
+
+
+def test_a_restart_after_which_no_check_passed_proves_nothing():
+    run = {"node": "node2", "healthy_s": 1.4, "checks_run": 0, "checks_passed": 0, "junit": "x.xml",
+           "down_after_stop_s": 0.0, "failed": {}}
+    with pytest.raises(pytest.fail.Exception, match=r"node2 healthy after 1.4 s, but no check passed after its "
+                                                     r"restart \(0 run\): nothing proves it works again"):
+        _judge("availability.restart_healthy_s", restart_run=run)
+
+
+def test_the_recorded_job_printed_the_workers_failure():
+    text = (DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8")
+    seen = checks.failure_evidence(text)
+    assert seen and any("exit with status code 255" in line or "closed by" in line for line in seen), seen
+    # A job that shrank without noticing a failure (a de-listed host) prints none.
+    quiet = "\n".join(line for line in text.splitlines() if not checks.FAILURE_SEEN.search(line))
+    assert checks.failure_evidence(quiet) == [] and workloads._steps(quiet)
+
+
+class _Driver:
+    def __init__(self, states):
+        self.states = list(states)
+
+    def node_state(self, cluster, name):
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+class _Host:
+    def __init__(self, rcs):
+        self.rcs = list(rcs)
+        self.commands = []
+
+    def run(self, command):
+        self.commands.append(command)
+        rc = self.rcs.pop(0) if len(self.rcs) > 1 else self.rcs[0]
+        return SimpleNamespace(rc=rc, stdout="", stderr="")
+
+
+def _cluster(states):
+    nodes = {"node1": "10.0.0.10", "node2": "10.0.0.11"}
+    contract = SimpleNamespace(node_names=list(nodes), node=lambda n: SimpleNamespace(address=nodes[n]))
+    return SimpleNamespace(driver=_Driver(states), contract=contract)
+
+
+def test_a_node_is_down_when_the_cloud_says_stopped_and_a_peer_gets_no_answer():
+    host = _Host([1])  # bash: connection refused
+    assert workloads.still_up(_cluster(["stopped"]), {"node1": host}, "node2") == ""
+    assert "/dev/tcp/10.0.0.11/22" in host.commands[0]
+    assert workloads.still_up(_cluster(["running"]), {"node1": _Host([124])}, "node2") == (
+        "is running in the cloud although SSH from node1 gets no answer")
+
+
+def test_a_stop_the_cloud_accepted_but_did_not_carry_out_is_named(monkeypatch):
+    monkeypatch.setattr(workloads.time, "sleep", lambda s: None)
+    with pytest.raises(pytest.fail.Exception, match=r"node2 still answers SSH from node1 \(cloud state running\) "
+                                                     r"0 s after stop_node returned: the node was never down"):
+        workloads.prove_down(_cluster(["running"]), {"node1": _Host([0])}, "node2", timeout_s=0)
+    # Down on the third look: the seconds it took are returned.
+    assert workloads.prove_down(_cluster(["running", "running", "stopped"]), {"node1": _Host([0, 0, 1])},
+                                "node2", timeout_s=30) >= 0
+
+
+def test_the_faulty_driver_accepts_a_stop_and_does_nothing(monkeypatch):
+    from refarch import clouds
+    from refarch.errors import PreflightError
+
+    monkeypatch.setenv(clouds.FAULT_DRIVER_ENV, "stop-ignored")
+    driver = clouds.driver_for(load_profile("local"))
+    assert isinstance(driver, clouds.StopIgnored) and driver.stop_node(None, "node2") is None
+    assert driver.name == "local"  # everything else is the real driver's
+    monkeypatch.setenv(clouds.FAULT_DRIVER_ENV, "nosuch")
+    with pytest.raises(PreflightError, match="the only faulty driver is 'stop-ignored'"):
+        clouds.driver_for(load_profile("local"))

@@ -290,3 +290,18 @@ def test_a_node_that_does_not_come_back_is_named():
     conn.compute.find_server.return_value = None
     with pytest.raises(RefarchError, match=r"no server hvd-ci-abcdef-node9"):
         ostk.set_power(conn, "hvd-ci-abcdef-node9", on=False)
+
+
+@pytest.mark.parametrize("status, state", [("ACTIVE", "running"), ("SHUTOFF", "stopped"), ("ERROR", "error")])
+def test_the_node_state_is_the_servers_status_now(status, state):
+    """A stop Nova accepted can leave the server ACTIVE or in ERROR: the
+    availability properties read the status again before timing anything."""
+    conn = fake_conn()
+    server = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE")
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = server
+    conn.compute.get_server.side_effect = None
+    conn.compute.get_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status=status)
+    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == state
+    conn.compute.find_server.return_value = None
+    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == "missing"

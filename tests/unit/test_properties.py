@@ -187,3 +187,28 @@ def test_junit_gets_the_figure_and_its_reference(tmp_path):
                                   Results("r", "local", "local"), SimpleNamespace(run_id="r"))
     props = dict(node.user_properties)
     assert props["verdict"] == "pass" and props["unit"] == "ratio" and '"upper":0.25' in props["reference"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), None])
+def test_a_figure_that_is_not_finite_is_an_error_never_a_pass(value):
+    _, spec = _spec("convergence.loss_gap")
+    verdict = properties.judge("convergence.loss_gap", value, spec)
+    assert verdict.status == "error"
+    assert "not a finite figure" in verdict.message and verdict.message.startswith("convergence.loss_gap = ")
+
+
+def test_a_nan_training_loss_gives_an_error_verdict_not_a_passing_loss_gap(tmp_path):
+    """Every comparison with NaN is false: judged as a number, a NaN loss gap
+    passed the upper bound."""
+    runs = _convergence()
+    runs[2] = {**runs[2], "train_loss": float("nan")}
+    results = Results("hvd-unit-000000", "local", "local")
+    state = SimpleNamespace(run_id="hvd-unit-000000")
+    with pytest.raises(AssertionError, match=r"convergence\.loss_gap = nan ratio .*not a finite figure"):
+        test_properties.test_property("convergence.loss_gap", _request(convergence_runs=runs), load_profile("local"),
+                                      results, state)
+    recorded = results.properties[-1]
+    assert recorded["verdict"] == "error" and recorded["measured"] is None
+    written = json.loads(results.write(tmp_path / "results.json").read_text(),
+                         parse_constant=lambda c: pytest.fail(f"results.json holds {c}"))
+    assert written["properties"][-1]["evidence"]["train_loss"]["2"] == "nan"
