@@ -43,6 +43,12 @@ class Probe:
     cidr: str
 
 
+def port_key(port: str) -> tuple[str, int]:
+    """Sort key of "tcp/22", "udp/111": protocol, then port number."""
+    proto, number = port.split("/")
+    return proto, int(number)
+
+
 @dataclass
 class ScanResult:
     """What one probe saw: {node address: sorted ["tcp/22", "udp/123"]} of
@@ -69,7 +75,7 @@ class ScanResult:
     def merge_open(self, address: str, ports: list[str]) -> None:
         """Add ``ports`` to the open ports of ``address`` (sorted, unique)."""
         merged = set(self.open_ports.get(address, [])) | set(ports)
-        self.open_ports[address] = sorted(merged, key=lambda p: (p.split("/")[0], int(p.split("/")[1])))
+        self.open_ports[address] = sorted(merged, key=port_key)
 
     def as_dict(self) -> dict:
         """What the results and the property evidence record of the scan."""
@@ -147,7 +153,7 @@ def nmap_command(probe: Probe, addresses: list[str], udp_ports: list[int] | None
     the nodes, and a dropped port must cost no waiting (measured: 13 s per
     probe for 2 nodes; one retry and 8,000/s took 34-79 s).  A reply lost
     at this rate is caught by the careful pass and the arrival counters
-    (:func:`careful_command`, :class:`ArrivalCounters`)."""
+    (:func:`careful_command`, :func:`arrival_ruleset`)."""
     udp = ",".join(str(p) for p in sorted(set(udp_ports or [123])))
     return ["ip", "netns", "exec", probe.netns, "nmap", "-n", "-Pn", "-sT", "-sU", "-p", f"T:1-65535,U:{udp}",
             "--max-retries", "0", "--min-rate", "20000", "--max-rtt-timeout", "100ms",
@@ -214,7 +220,7 @@ def parse_listeners(ss_output: str) -> list[str]:
             except ValueError:
                 continue
         found.add(f"{parts[0]}/{port}")
-    return sorted(found, key=lambda p: (p.split("/")[0], int(p.split("/")[1])))
+    return sorted(found, key=port_key)
 
 
 def check_targets(addresses: list[str], node_addresses: list[str]) -> None:
@@ -390,8 +396,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
                            timeout=30).stdout.strip() for name in nodes.values()}
     listening = {address: parse_listeners(_in_node(pids[name], "ss", "-Htuln").stdout)
                  for address, name in nodes.items()}
-    every = sorted({p for ports in listening.values() for p in ports},
-                   key=lambda p: (p.split("/")[0], int(p.split("/")[1])))
+    every = sorted({p for ports in listening.values() for p in ports}, key=port_key)
     udp_ports = sorted({int(p.split("/")[1]) for p in every if p.startswith("udp/")} | set(top_udp_ports()))
     edge = edge_table(policy_table)
     scans: dict[str, ScanResult] = {}
