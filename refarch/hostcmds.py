@@ -79,6 +79,16 @@ def preflight(stages: Iterable[str], which=None) -> None:
             f"{row.command} ({row.install_hint()})" for row in gone) + "; ci/bootstrap.sh installs them")
 
 
+def _innermost_failed(body: str) -> str:
+    """pytest's ``FAILED path::test - message`` summary nested deepest in
+    ``body`` (a stage whose test ran a job that ran pytest quotes the job's
+    summary behind prefixes such as ``E  [time] unit   > ``), from
+    ``FAILED`` on and at most 400 characters; "" when none has a message."""
+    found = [(m.start(), m.group(0)) for m in
+             (re.search(r"FAILED \S+::\S+ - .+$", line) for line in body.splitlines()) if m]
+    return max(found, key=lambda f: f[0])[1][:400] if found else ""
+
+
 def stage_failures(output: str) -> list[str]:
     """The stages a fresh-machine run reported as failed.
 
@@ -87,8 +97,10 @@ def stage_failures(output: str) -> list[str]:
     ``stage NAME failed on a fresh machine after ci/bootstrap.sh: CAUSE`` per
     failed stage, CAUSE being the root-cause line of its output
     (:func:`refarch.checks.root_cause`: a missing command first, e.g.
-    ``bash: line 1: rsync: command not found``), else pytest's ``FAILED``
-    summary line of the first failed test, else the last line.
+    ``bash: line 1: rsync: command not found``), else the innermost pytest
+    ``FAILED ... - message`` line (a unit test that failed inside the
+    pipeline stage's unit job, not the stage's own test), else the first
+    ``FAILED`` line, else the last line.
     """
     out = []
     blocks = re.split(r"^(stage \S+: (?:passed|FAILED))$", output, flags=re.M)
@@ -97,7 +109,8 @@ def stage_failures(output: str) -> list[str]:
             name = head.split()[1].rstrip(":")
             # A missing command or another root cause first; else pytest's
             # summary of the first failed test; else the last line.
-            summary = next((line for line in body.splitlines() if line.startswith("FAILED ")), "")
+            summary = _innermost_failed(body) or next(
+                (line for line in body.splitlines() if line.startswith("FAILED ")), "")
             cause = re.sub(r"^E\s+", "", root_cause(body) or summary or cause_line(body)) or "no output"
             out.append(f"stage {name} failed on a fresh machine after ci/bootstrap.sh: {cause}")
     return out

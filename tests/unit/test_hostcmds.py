@@ -11,6 +11,8 @@ from refarch import hostcmds, hosttrace
 from refarch.errors import PreflightError
 from refarch.paths import ROOT
 
+DATA = Path(__file__).parent / "data"
+
 #: Callables that start a host process, and the position of the argument
 #: that holds the command (a list whose first item is the command name).
 _RUNNERS = {"run": 0, "Popen": 0, "call": 0, "check_call": 0, "check_output": 0}
@@ -119,6 +121,17 @@ def test_a_stage_that_fails_on_a_fresh_machine_is_named_with_the_missing_command
     assert hostcmds.stage_failures(failed_test) == [
         "stage pipeline failed on a fresh machine after ci/bootstrap.sh: FAILED "
         "tests/pipeline/test_pipeline.py::test_jobs - AssertionError: job unit: FAIL"]
+
+
+def test_a_unit_test_that_fails_inside_the_pipeline_stage_is_named():
+    """Recorded from tests/fresh: the pipeline stage's unit job failed on one
+    unit test; the message names that test and its assertion, not the
+    pipeline stage's own test (CI said only "FAILED
+    tests/pipeline/test_pipeline.py::test_lint_policy_and_unit_jobs...")."""
+    output = (DATA / "pipeline" / "fresh-unit-job-failed.txt").read_text(encoding="utf-8")
+    [failure] = hostcmds.stage_failures(output)
+    assert failure.startswith("stage pipeline failed on a fresh machine after ci/bootstrap.sh: "
+                              "FAILED tests/unit/test_localcloud.py::test_preflight_names_every_missing_tool - assert")
 
 
 #: Recorded traces (refarch.hosttrace): what the tools the suite drives

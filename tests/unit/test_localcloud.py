@@ -27,4 +27,9 @@ def test_preflight_names_every_missing_tool():
         localcloud.preflight_tools(which=lambda tool: tool in present and f"/usr/bin/{tool}")
     text = str(info.value)
     assert "runc (apt-get install runc)" in text and "debootstrap (apt-get install debootstrap)" in text
-    assert "terraform" in text and "podman (" not in text and "nsenter" not in text
+    assert "terraform" in text and "podman (" not in text
+    # The local stage's own tools are named (the exposure survey enters each
+    # node's namespace with nsenter and lists its sockets with ss), those of
+    # other stages are not (QEMU is the VM stage's).
+    assert "nsenter (apt-get install util-linux)" in text and "ss (apt-get install iproute2)" in text
+    assert "qemu" not in text and "chromium" not in text
