@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# All tests: what CI runs (.ci/run), one tox environment after another.
+# All tests: what CI runs (.ci/run), tox environments one after another, the
+# last four in two lanes at once (below).
 #   fresh            ci/bootstrap.sh on a bare Debian root, then the stages that
 #                    need no cluster there: the pipeline (gitlab-ci-local runs
 #                    the lint, policy and unit jobs) and the report in Chromium
@@ -13,52 +14,124 @@
 # Each environment's time goes to runs/ci-timings.json (and is printed at the
 # end); every environment runs even when one before it failed, as tox would.
 # Extra arguments go to every pytest run.
+#
+# Environments that judge figures (faults, configurability: images/sec,
+# efficiency, recovery times) run alone on a quiet machine.  Those that judge
+# no figure (role scenarios, the fresh root, the lifecycle proofs) then run in
+# two lanes at once: "a,b+c,d" runs lane a then b beside lane c then d.  A
+# lane's output goes to runs/ci-logs/ENV.log and is printed when the group
+# ends.  Every lane's resources carry their own run id and owner, as two CI
+# jobs on one machine would (tests/lifecycle/test_concurrency.py proves that
+# runs at once leave each other alone).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a ENVS <<<"${REFARCH_CI_ENVS:-fresh faults report molecule configurability teardown concurrency}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-faults report configurability molecule,fresh+teardown,concurrency}"
+EXTRA=("$@")
 
 interrupted=""
-trap 'interrupted=TERM' TERM
-trap 'interrupted=INT' INT
-mkdir -p runs
+lane_pids=()
+stop_lanes() {
+    interrupted=$1
+    for pid in "${lane_pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null; done
+}
+trap 'stop_lanes TERM' TERM
+trap 'stop_lanes INT' INT
+mkdir -p runs runs/ci-logs
 timings=runs/ci-timings.tsv
 : >"$timings"
+
+# run_env ENV LANE [LOG]: one tox environment; its row goes to the timings.
+run_env() {
+    local env=$1 lane=$2 log=${3:-} t=$EPOCHREALTIME rc
+    if [ -n "$log" ]; then
+        ci/tox -e "$env" -- "${EXTRA[@]}" >"$log" 2>&1
+    else
+        ci/tox -e "$env" -- "${EXTRA[@]}"
+    fi
+    rc=$?
+    printf '%s\t%s\t%s\t%s\t%s\n' "$env" "$t" "$EPOCHREALTIME" "$rc" "$lane" >>"$timings"
+    return "$rc"
+}
+
+# lane ENV,ENV...: the environments one after another, output to their logs.
+# A signal reaches ci/tox (same process group) and is acted on once that
+# environment has torn down: no later environment starts.
+lane() {
+    local stop="" env
+    trap 'stop=1' TERM INT
+    IFS=, read -r -a envs <<<"$1"
+    for env in "${envs[@]}"; do
+        [ -z "$stop" ] || break
+        run_env "$env" "$1" "runs/ci-logs/$env.log"
+    done
+}
 
 t0=$EPOCHREALTIME
 ci/bootstrap.sh
 rc=$?
-printf 'bootstrap\t%s\t%s\t%s\n' "$t0" "$EPOCHREALTIME" "$rc" >>"$timings"
-failed=()
-[ "$rc" -eq 0 ] || failed+=(bootstrap)
+printf 'bootstrap\t%s\t%s\t%s\t\n' "$t0" "$EPOCHREALTIME" "$rc" >>"$timings"
 if [ "$rc" -eq 0 ]; then
-    for env in "${ENVS[@]}"; do
+    for group in "${GROUPS_[@]}"; do
         [ -z "$interrupted" ] || break
-        t=$EPOCHREALTIME
-        ci/tox -e "$env" -- "$@"
-        rc=$?
-        printf '%s\t%s\t%s\t%s\n' "$env" "$t" "$EPOCHREALTIME" "$rc" >>"$timings"
-        [ "$rc" -eq 0 ] || failed+=("$env")
+        if [[ "$group" != *[+,]* ]]; then
+            run_env "$group" ""
+            continue
+        fi
+        IFS=+ read -r -a lanes <<<"$group"
+        echo "ci/test.sh: lanes at once: ${lanes[*]} (output in runs/ci-logs/, printed when they end)"
+        lane_pids=()
+        for l in "${lanes[@]}"; do
+            IFS=, read -r -a envs <<<"$l"
+            for env in "${envs[@]}"; do rm -f "runs/ci-logs/$env.log"; done
+            set -m  # each lane in its own process group, so that a signal can reach it whole
+            lane "$l" &
+            lane_pids+=($!)
+            set +m
+        done
+        for pid in "${lane_pids[@]}"; do
+            while kill -0 "$pid" 2>/dev/null; do wait "$pid"; done
+        done
+        lane_pids=()
+        for l in "${lanes[@]}"; do
+            IFS=, read -r -a envs <<<"$l"
+            for env in "${envs[@]}"; do
+                [ -f "runs/ci-logs/$env.log" ] || continue
+                echo "=================== ci/test.sh: output of $env (lane $l) ==================="
+                cat "runs/ci-logs/$env.log"
+            done
+        done
     done
 fi
-python3 - "$timings" "$t0" "$EPOCHREALTIME" "$interrupted" <<'EOF'
+summary=0
+python3 - "$timings" "$t0" "$EPOCHREALTIME" "$interrupted" <<'EOF' || summary=$?
 import json, os, platform, sys, time
 rows = [line.split("\t") for line in open(sys.argv[1], encoding="utf-8").read().splitlines() if line]
 total, interrupted = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4] or None
 out = {"what": "ci/test.sh: seconds per tox environment (wall clock), exit status",
        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
        "cpus": os.cpu_count(), "total_s": round(total, 1), "interrupted": interrupted,
-       "environments": [{"name": n, "seconds": round(float(end) - float(start), 1), "exit": int(rc)}
-                        for n, start, end, rc in rows]}
+       "lanes": "environments with a lane ran beside the other lane of their group",
+       "environments": [{"name": n, "seconds": round(float(end) - float(start), 1), "exit": int(rc),
+                         **({"lane": lane} if lane else {})} for n, start, end, rc, lane in rows]}
 json.dump(out, open("runs/ci-timings.json", "w", encoding="utf-8"), indent=2)
 print("\nci/test.sh timings (runs/ci-timings.json):")
 for env in out["environments"]:
-    print(f"  {env['name']:<16} {env['seconds']:>7.1f} s  {'ok' if env['exit'] == 0 else 'FAILED (exit %d)' % env['exit']}")
+    print(f"  {env['name']:<16} {env['seconds']:>7.1f} s  {'ok' if env['exit'] == 0 else 'FAILED (exit %d)' % env['exit']}"
+          + (f"  (lane {env['lane']})" if "lane" in env else ""))
+with open("runs/ci-failed.txt", "w", encoding="utf-8") as f:
+    f.write(" ".join(e["name"] for e in out["environments"] if e["exit"] != 0))
 print(f"  {'total':<16} {total:>7.1f} s ({total / 60:.1f} min)" + (f", interrupted by SIG{interrupted}" if interrupted else ""))
 EOF
 rm -f "$timings"
+failed=$(cat runs/ci-failed.txt 2>/dev/null)
+rm -f runs/ci-failed.txt
 if [ -n "$interrupted" ]; then exit 130; fi
-if [ "${#failed[@]}" -gt 0 ]; then
-    echo "ci/test.sh: FAILED: ${failed[*]}" >&2
+if [ "$summary" -ne 0 ]; then
+    echo "ci/test.sh: FAILED: the timings summary could not be written (exit $summary)" >&2
+    exit 1
+fi
+if [ -n "$failed" ]; then
+    echo "ci/test.sh: FAILED: $failed" >&2
     exit 1
 fi

@@ -9,8 +9,13 @@ resources, the roles it applies (its own and, in site.yml's order, those
 before it: ``prepare`` applies them), the playbook and Ansible settings, the
 pins (``descriptors/versions.yml``), the local profile, the Terraform
 modules, the node image's and wheelhouse's inputs (so the image hashes
-follow), the suite's code and checks (``refarch/``, ``tests/integration``,
-``tests/vm``) and the packaging.  A change to any of them is a new key.
+follow), the packaging, the checks Molecule's verify runs
+(:data:`VERIFY_TESTS`, ``tests/vm``) and the suite's code those and the
+scenario runner load: the ``refarch`` modules in the import closure
+(:func:`suite_modules`) of the runner, the CLI that create/destroy call,
+the root conftest's plugins and the checks.  A change to any of them is a
+new key; a change to a module none of them imports (the fault cases, the
+release gate, the report) is not.
 
 Records are honoured only on the machine that wrote them (``/etc/machine-id``
 and host name) and only while younger than a day: another machine, or the
@@ -21,9 +26,11 @@ turns reuse off.  Only passed scenarios are recorded.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -39,7 +46,53 @@ ROLE_ORDER = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", 
 COMMON_INPUTS = ["descriptors/ansible/site.yml", "descriptors/ansible/ansible.cfg",
                  "descriptors/ansible/molecule/resources", "descriptors/versions.yml",
                  "descriptors/profiles/local.yml", "descriptors/terraform", "descriptors/wheelhouse",
-                 "refarch", "tests/integration", "tests/vm", "conftest.py", "pyproject.toml", "tox.ini"]
+                 "tests/vm", "conftest.py", "pyproject.toml", "tox.ini"]
+#: The checks Molecule's verify runs on the local platform (resources/verify.yml).
+VERIFY_TESTS = ["tests/integration/__init__.py", "tests/integration/test_nodes.py",
+                "tests/integration/test_cluster.py"]
+#: Modules a scenario's run loads by name rather than by import: the runner
+#: (refarch roles), the CLI that resources/create.yml and destroy.yml call
+#: (python -m refarch) and the root conftest's pytest plugins.
+ENTRY_MODULES = ["roles", "cli", "__main__", "__init__"]
+
+
+def _refarch_imports(path: Path, known: set[str]) -> set[str]:
+    """The ``refarch`` modules (names of :data:`known`) that the Python file
+    ``path`` imports anywhere in its body, relative or absolute."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            parts = (node.module or "").split(".")
+            if node.level == 1 or parts[0] == "refarch":
+                sub = parts[0] if node.level == 1 else (parts[1] if len(parts) > 1 else "")
+                found |= {sub} if sub else {alias.name for alias in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("refarch.")}
+    return found & known
+
+
+def suite_modules(root: Path = ROOT) -> list[Path]:
+    """The ``refarch/*.py`` files a role scenario's run can load: the import
+    closure (static, every ``import`` in a module's body, functions
+    included) of :data:`ENTRY_MODULES`, the root conftest's
+    ``pytest_plugins`` and the refarch imports of :data:`VERIFY_TESTS` and
+    ``tests/vm``; sorted paths."""
+    package = root / "refarch"
+    known = {p.stem for p in package.glob("*.py")}
+    todo = [m for m in ENTRY_MODULES if m in known]
+    conftest = root / "conftest.py"
+    if conftest.is_file():
+        todo += [m for m in re.findall(r"refarch\.(\w+)", conftest.read_text(encoding="utf-8")) if m in known]
+    for test in [*(root / t for t in VERIFY_TESTS), *sorted((root / "tests/vm").glob("*.py"))]:
+        if test.is_file():
+            todo += sorted(_refarch_imports(test, known))
+    seen: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += sorted(_refarch_imports(package / f"{name}.py", known) - seen)
+    return sorted(package / f"{m}.py" for m in seen)
 
 
 def machine_id() -> str:
@@ -59,8 +112,8 @@ def scenario_inputs(name: str, root: Path = ROOT) -> list[Path]:
     every role."""
     roles = ROLE_ORDER[:ROLE_ORDER.index(name) + 1] if name in ROLE_ORDER else ROLE_ORDER
     paths = [f"descriptors/ansible/molecule/{name}", *(f"descriptors/ansible/roles/{r}" for r in roles),
-             *COMMON_INPUTS]
-    return [root / p for p in paths]
+             *COMMON_INPUTS, *VERIFY_TESTS]
+    return [root / p for p in paths] + suite_modules(root)
 
 
 def scenario_key(name: str, root: Path = ROOT) -> str:

@@ -18,6 +18,10 @@ def tree(tmp_path, monkeypatch):
                 "refarch/checks.py", "tests/integration/test_nodes.py", "descriptors/versions.yml"]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
+    (root / "tests/integration/test_nodes.py").write_text("from refarch import checks\n")
+    (root / "refarch/checks.py").write_text("from .proc import run\n")
+    for module in ("proc", "faults"):
+        (root / f"refarch/{module}.py").write_text(f"# {module}\n")
     return root
 
 
@@ -32,6 +36,17 @@ def test_the_key_follows_the_role_the_roles_before_it_and_the_suite_not_the_role
         new = rolecache.scenario_key("openmpi", tree)
         assert new != key, f"{rel} changed but the key did not"
         key = new
+
+
+def test_the_key_follows_the_suite_code_a_scenario_loads_not_the_rest(tree):
+    """checks.py is imported by the verify checks and imports proc.py: both
+    count; faults.py is imported by nothing a scenario runs."""
+    assert [p.name for p in rolecache.suite_modules(tree)] == ["checks.py", "proc.py"]
+    key = rolecache.scenario_key("openmpi", tree)
+    (tree / "refarch/faults.py").write_text("# another fault case\n")
+    assert rolecache.scenario_key("openmpi", tree) == key
+    (tree / "refarch/proc.py").write_text("# changed\n")
+    assert rolecache.scenario_key("openmpi", tree) != key
 
 
 def test_a_pass_is_reused_on_this_machine_within_a_day_only(tree, monkeypatch):
