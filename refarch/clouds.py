@@ -93,6 +93,38 @@ class LocalCloud:
         """Power the node on again: same address, same disk, a fresh boot."""
         proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout=90)
 
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Make node ``name`` fail as ``mode`` (:data:`FAILURE_MODES`) says:
+        ``stop`` as :meth:`stop_node`; ``kill`` as a power cut: the node's
+        network goes silent, then SIGKILL to the container (systemd and every
+        process die at once, nothing is shut down; the FIN the kernel sends
+        for each socket of a killed process never leaves the node: measured,
+        SIGKILL alone let the peers see "Connection closed by remote host"
+        and go on within 0.8 s, which is a clean failure, not a power cut);
+        ``partition`` an nftables table in the node's network namespace drops
+        every packet in and out but loopback's (the node runs on, its
+        connections get no answer and no reset)."""
+        container = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.stop_node(cluster, name)
+        elif mode == "kill":
+            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+            proc.run(["podman", "kill", "--signal", "KILL", container], timeout=60)
+        elif mode == "partition":
+            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+        else:
+            raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
+
+    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Undo :meth:`fail_node`: start the node again (stop, kill) or
+        delete the partition table (the node's connections go on)."""
+        if mode == "partition":
+            container = f"{cluster.run_id}-{name}"
+            if proc.in_netns(container, "nft", "list", "table", "inet", PARTITION_TABLE, check=False).returncode == 0:
+                proc.in_netns(container, "nft", "delete", "table", "inet", PARTITION_TABLE)
+        else:
+            self.start_node(cluster, name)
+
     def node_state(self, cluster: Cluster, name: str) -> str:
         """"running", "stopped" (exited, stopped, created) or podman's own
         state name of the node's container."""
@@ -127,6 +159,8 @@ class OpenStackCloud:
 
     def __init__(self):
         self._conn = None
+        #: server name -> {port id: its security groups} while partitioned
+        self._partitioned: dict[str, dict[str, list[str]]] = {}
 
     @staticmethod
     def preflight(profile: Profile) -> None:
@@ -210,9 +244,39 @@ class OpenStackCloud:
 
         ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
 
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Make node ``name`` fail as ``mode`` says: ``stop`` as
+        :meth:`stop_node`; ``kill`` frozen at once
+        (:func:`refarch.openstack.power_cut`); ``partition`` its ports get a
+        security group without rules (:func:`refarch.openstack.partition`)."""
+        from . import openstack as ostk
+
+        server = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.stop_node(cluster, name)
+        elif mode == "kill":
+            ostk.power_cut(self.conn(cluster), server)
+        elif mode == "partition":
+            self._partitioned[server] = ostk.partition(self.conn(cluster), server, cluster.run_id)
+        else:
+            raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
+
+    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Undo :meth:`fail_node` (start, boot afresh, or the ports' own
+        security groups back)."""
+        from . import openstack as ostk
+
+        server = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.start_node(cluster, name)
+        elif mode == "kill":
+            ostk.power_restored(self.conn(cluster), server)
+        elif mode == "partition":
+            ostk.heal(self.conn(cluster), self._partitioned.pop(server, {}))
+
     def node_state(self, cluster: Cluster, name: str) -> str:
-        """"running" (ACTIVE), "stopped" (SHUTOFF) or Nova's status in lower
-        case (error, ..., missing)."""
+        """"running" (ACTIVE), "stopped" (SHUTOFF, PAUSED) or Nova's status
+        in lower case (error, ..., missing)."""
         from . import openstack as ostk
 
         return ostk.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
@@ -253,6 +317,27 @@ class OpenStackCloud:
         tp.delete(admin, self.conn(cluster))
 
 
+#: How a node fails in the availability measurements (profile
+#: ``availability.failure_modes``): a clean shutdown, a hard power-off, and
+#: a network partition (the node runs on, cut off).
+FAILURE_MODES = ("stop", "kill", "partition")
+
+#: nftables table in a local node's network namespace that cuts it off
+#: (failure mode ``partition``).
+PARTITION_TABLE = "refarch_partition"
+
+
+def partition_ruleset(table: str = PARTITION_TABLE) -> str:
+    """nftables input for ``nft -f -`` in a node's namespace: drop every
+    packet in and out except loopback's, before any other table (priority
+    -400: ahead of conntrack, so established connections are cut too)."""
+    return (f"table inet {table} {{}}\ndelete table inet {table}\n"
+            f"table inet {table} {{\n"
+            "  chain input { type filter hook input priority -400; policy accept; iifname \"lo\" accept; drop; }\n"
+            "  chain output { type filter hook output priority -400; policy accept; oifname \"lo\" accept; drop; }\n"
+            "}\n")
+
+
 #: Fault cases only (refarch.faults): ``stop-ignored`` gives a driver whose
 #: stop is accepted and does nothing, as an OpenStack server that stays
 #: ACTIVE after a stop call.
@@ -269,6 +354,12 @@ class StopIgnored:
 
     def stop_node(self, cluster: Cluster, name: str) -> None:
         return None
+
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """A stop or power-off the cloud accepts and does not carry out; a
+        partition is carried out."""
+        if mode == "partition":
+            self._driver.fail_node(cluster, name, mode)
 
     def __getattr__(self, attr):
         return getattr(self._driver, attr)

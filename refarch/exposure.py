@@ -369,8 +369,6 @@ def edge_table(policy_table: str) -> str:
     return f"{policy_table}_probes"
 
 
-def _in_node(pid: str, *cmd: str, input_text: str | None = None, check: bool = True):
-    return proc.run(["nsenter", "-t", pid, "-n", *cmd], timeout=60, input_text=input_text, check=check)
 
 
 def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: dict[str, str],
@@ -392,9 +390,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
     """
     addresses = sorted(nodes)
     check_targets(addresses, list(nodes))
-    pids = {name: proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", containers[name]],
-                           timeout=30).stdout.strip() for name in nodes.values()}
-    listening = {address: parse_listeners(_in_node(pids[name], "ss", "-Htuln").stdout)
+    listening = {address: parse_listeners(proc.in_netns(containers[name], "ss", "-Htuln").stdout)
                  for address, name in nodes.items()}
     every = sorted({p for ports in listening.values() for p in ports}, key=port_key)
     udp_ports = sorted({int(p.split("/")[1]) for p in every if p.startswith("udp/")} | set(top_udp_ports()))
@@ -403,7 +399,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
     try:
         proc.run(["nft", "-f", "-"], timeout=30, input_text=edge_ruleset(edge, probes, nodes))
         for address, name in nodes.items():
-            _in_node(pids[name], "nft", "-f", "-", input_text=arrival_ruleset(ARRIVAL_TABLE, probes, listening[address]))
+            proc.in_netns(containers[name], "nft", "-f", "-", input_text=arrival_ruleset(ARRIVAL_TABLE, probes, listening[address]))
         # The probes scan at the same time: a reply lost to the load is made
         # up for by the careful pass and the arrival counters (the seeded
         # test proves nothing is missed), and the counters keep each probe's
@@ -414,7 +410,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
             scans = {kind: future.result() for kind, future in futures.items()}
         at_edge = read_counters(proc.run(["nft", "-j", "list", "table", "inet", edge], timeout=30).stdout)
         for address, name in nodes.items():
-            inside = read_counters(_in_node(pids[name], "nft", "-j", "list", "table", "inet", ARRIVAL_TABLE).stdout)
+            inside = read_counters(proc.in_netns(containers[name], "nft", "-j", "list", "table", "inet", ARRIVAL_TABLE).stdout)
             for kind, result in scans.items():
                 result.reached[address] = at_edge.get(f"{kind} {name}", 0)
                 result.arrived[address] = inside.get(f"{kind} all", 0)
@@ -428,5 +424,5 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
     finally:
         proc.run(["nft", "delete", "table", "inet", edge], timeout=30, check=False)
         for name in nodes.values():
-            _in_node(pids[name], "nft", "delete", "table", "inet", ARRIVAL_TABLE, check=False)
+            proc.in_netns(containers[name], "nft", "delete", "table", "inet", ARRIVAL_TABLE, check=False)
     return scans

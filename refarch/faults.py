@@ -44,8 +44,7 @@ class FaultContext:
 
     def netns(self, node: str, *cmd: str) -> subprocess.CompletedProcess:
         """Run ``cmd`` from the host inside ``node``'s network namespace."""
-        pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", self.container(node)], timeout=30).stdout.strip()
-        return proc.run(["nsenter", "-t", pid, "-n", *cmd], timeout=60)
+        return proc.in_netns(self.container(node), *cmd)
 
 
 @dataclass(frozen=True)
@@ -230,6 +229,23 @@ def _cooldown_back(ctx: FaultContext) -> None:
         ctx.sh(node, _restore(_LAUNCHER))
 
 
+#: The training user's SSH client settings that bound an elastic job's wait
+#: on a silent node (the horovod role).
+_SSH_ELASTIC = "/etc/ssh/ssh_config.d/60-horovod-elastic.conf"
+
+
+def _no_ssh_alive(ctx: FaultContext) -> None:
+    """Every node loses the SSH client settings that end a session to a
+    node that stopped answering (OpenSSH's defaults come back)."""
+    for node in ctx.contract.node_names:
+        ctx.sh(node, f"mv -f {_SSH_ELASTIC} {_SSH_ELASTIC}.refarch-fault")
+
+
+def _ssh_alive_back(ctx: FaultContext) -> None:
+    for node in ctx.contract.node_names:
+        ctx.sh(node, _restore(_SSH_ELASTIC))
+
+
 def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
     node = ctx.node(1)
     find = "--no-index --find-links /srv/fault-wheels" if version != "2.15.1" else (
@@ -375,19 +391,28 @@ FAULTS: tuple[Fault, ...] = (
     Fault("stop-ignored", "the cloud accepts a stop and the node keeps running (an OpenStack server that stays "
                           "ACTIVE after a stop call)",
           inject=_stop_ignored, revert=_stop_carried_out,
-          checks="test_property and (restart_healthy or recovery)", long=True,
+          checks="test_property and (restart_healthy or availability.recovery_s)", long=True,
           must_fail=("test_property[availability.restart_healthy_s]", "test_property[availability.recovery_s]"),
           message=r"{n1} still answers SSH from {n0} \(cloud state running\) 30 s after stop_node returned: "
                   r"the node was never down",
           source="issue 18: availability by a real failure"),
     Fault("no-cooldown", "elastic Horovod without a blacklist cooldown: a stopped node never rejoins",
-          inject=_both(_no_cooldown, _expect(**{"availability.step_timeout_s": 120})),
+          inject=_both(_no_cooldown, _expect(**{"availability.step_timeout_s": 75})),
           revert=_both(_cooldown_back, _expect_revert),
-          checks="test_property and (recovery or rejoin)", long=True,
+          checks="test_property and (availability.recovery_s or availability.rejoin_s)", long=True,
           must_fail=("test_property[availability.rejoin_s]",),
           must_pass=("test_property[availability.recovery_s]",),
-          message=r"elastic job back at world size 2 after {n1} was started again: not within 120 s",
+          message=r"elastic job back at world size 2 after {n1} was started again: not within 75 s",
           source="issue 7, availability (measured by hand: never rejoined in 200 s)"),
+    Fault("no-ssh-alive", "the bounding settings reverted: the training user's SSH keeps a session to a silent "
+                          "node open (OpenSSH's defaults), so the elastic driver never takes a cut-off node as failed",
+          inject=_both(_no_ssh_alive, _expect(**{"availability.step_timeout_s": 50})),
+          revert=_both(_ssh_alive_back, _expect_revert),
+          checks="test_ssh_gives_up_on_a_silent_peer or availability.partition_recovery_s", long=True,
+          must_fail=("test_ssh_gives_up_on_a_silent_peer[{n0}]", "test_property[availability.partition_recovery_s]"),
+          message=r"elastic job goes on at world size 1 after {n1} was cut off: not within 50 s: .*the elastic "
+                  r"driver on {n0} still waits on its SSH session to {n1}",
+          source="issue 25, availability under partition (measured: never went on within 240 s)"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

@@ -130,3 +130,19 @@ def ssh_fresh(ssh_config: Path, node: str, command: str, *, connect_timeout_s: i
     if batch:
         cmd += ["-o", "BatchMode=yes"]
     return run([*cmd, node, command], timeout=timeout, check=False)
+
+
+def in_netns(container: str, *cmd: str, input_text: str | None = None, check: bool = True,
+             timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``cmd`` from this host inside the network namespace of podman
+    container ``container`` (``nsenter -t <its pid> -n``): the host's own
+    ``nft``, ``ss`` and ``ip`` act on the node's namespace.
+
+    Raises:
+        CommandError: the container has no process (not running), or ``cmd``
+            failed and ``check`` is true.
+    """
+    pid = run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout=30).stdout.strip()
+    if pid in ("", "0"):
+        raise CommandError(f"{container} is not running: no network namespace to enter")
+    return run(["nsenter", "-t", pid, "-n", *cmd], timeout=timeout, input_text=input_text, check=check)

@@ -171,11 +171,16 @@ class Communication(_Strict):
 
 
 class Availability(_Strict):
-    """The availability measurements (tox -e availability): the elastic
+    """The availability measurements (tox -e availability): the node fails
+    in each of ``failure_modes`` in turn (one elastic job each); the elastic
     job commits every ``commit_every`` steps and sleeps ``step_sleep_s`` per
     step; time limits in seconds for a node to be healthy after its start,
     for the job to reach each expected world size, and for the whole job."""
 
+    failure_modes: list[Literal["stop", "kill", "partition"]] = Field(
+        ["stop", "kill", "partition"], min_length=1,
+        description="how the node fails in the elastic job (refarch.clouds.FAILURE_MODES): each mode listed "
+                    "is measured by its own recovery and rejoin properties")
     commit_every: int = Field(10, ge=1)
     step_sleep_s: float = Field(0.1, ge=0)
     restart_timeout_s: int = Field(300, ge=10)

@@ -40,6 +40,19 @@ KNOWN: dict[str, tuple[str, str]] = {
     "availability.rejoin_s": (
         "seconds", "elastic Horovod: seconds from the stopped node being healthy again (listed throughout) to "
                    "the first step at N"),
+    "availability.kill_recovery_s": (
+        "seconds", "elastic Horovod: seconds from killing a worker node that stays listed (hard power-off: "
+                   "nothing shut down, no connection closed; proven: the cloud says stopped, a peer gets no answer) "
+                   "to the first training step at N-1"),
+    "availability.kill_rejoin_s": (
+        "seconds", "elastic Horovod: seconds from the killed node being healthy again to the first step at N"),
+    "availability.partition_recovery_s": (
+        "seconds", "elastic Horovod: seconds from cutting a worker node off the network (every packet in and "
+                   "out dropped; proven: a peer gets no answer while the cloud says it runs) to the first "
+                   "training step at N-1"),
+    "availability.partition_rejoin_s": (
+        "seconds", "elastic Horovod: seconds from the partition healed and the node healthy to the first step "
+                   "at N"),
     "availability.steps_repeated": (
         "steps", "elastic Horovod: the most steps trained twice after a reset (restored from the last commit)"),
     "exposure.outside_open_ports": (
@@ -52,6 +65,13 @@ KNOWN: dict[str, tuple[str, str]] = {
         "nodes", "nodes whose sshd offers password or keyboard-interactive login (nmap ssh-auth-methods)"),
 }
 
+
+#: Failure mode (refarch.clouds.FAILURE_MODES) of each availability
+#: property measured by an elastic job.
+FAILURE_MODE_OF = {"availability.recovery_s": "stop", "availability.rejoin_s": "stop",
+                   "availability.steps_repeated": "stop",
+                   "availability.kill_recovery_s": "kill", "availability.kill_rejoin_s": "kill",
+                   "availability.partition_recovery_s": "partition", "availability.partition_rejoin_s": "partition"}
 
 #: Property groups that stop and start nodes: measured only when asked for
 #: (pytest --long-properties; tox -e availability), skipped with that reason

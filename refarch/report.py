@@ -110,7 +110,8 @@ def render(results_file: Path, out: Path | None = None) -> Path:
     phases = results.get("phases_s", {})
     html = _env().get_template("report.html.j2").render(
         r=results, verdict=verdict(results), columns=columns, rows=rows, scaling_svg=scaling_svg(results),
-        phases=phases, phase_max=max(phases.values(), default=1) or 1)
+        phases=phases, phase_max=max(phases.values(), default=1) or 1,
+        elastic=[(k, v) for k, v in sorted((results.get("availability") or {}).items()) if k.startswith("elastic")])
     out.write_text(html, encoding="utf-8")
     return out
 

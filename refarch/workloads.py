@@ -12,6 +12,8 @@ directory; a failure quotes the root-cause line and names that file.
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 import time
 from contextlib import contextmanager
@@ -321,38 +323,58 @@ def node_healthy(cluster, name: str, mount_point: str) -> bool:
     return r.returncode == 0
 
 
+def _answers_ssh(cluster, hosts, name: str) -> tuple[bool, str]:
+    """Whether a TCP connection to node ``name``'s SSH port from a surviving
+    node (from this host on a one-node cluster) is answered within 5 s, and
+    who asked."""
+    import socket
+
+    address = cluster.contract.node(name).address
+    peers = [n for n in cluster.contract.node_names if n != name]
+    if peers:
+        r = hosts[peers[0]].run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/22' 2>/dev/null")
+        return r.rc == 0, peers[0]
+    try:
+        socket.create_connection((address, 22), timeout=5).close()
+        return True, "this host"
+    except OSError:
+        return False, "this host"
+
+
 def still_up(cluster, hosts, name: str) -> str:
     """Empty when node ``name`` is down: the cloud reports it stopped and a
     TCP connection to its SSH port from a surviving node (from this host on
     a one-node cluster) is refused or times out (5 s).  Otherwise what says
     it is still up, e.g. "still answers SSH from node1 (cloud state
     running)"."""
-    import socket
+    return failure_missing(cluster, hosts, name, "stop")
 
+
+def failure_missing(cluster, hosts, name: str, mode: str) -> str:
+    """Empty when failure ``mode`` of node ``name`` is in effect: no answer on
+    SSH from a surviving node, and the cloud says stopped (``stop``,
+    ``kill``) or running (``partition``: the node runs on, cut off).
+    Otherwise what says it is not, e.g. "still answers SSH from node1 (cloud
+    state running)"."""
     state = cluster.driver.node_state(cluster, name)
-    address = cluster.contract.node(name).address
-    peers = [n for n in cluster.contract.node_names if n != name]
-    if peers:
-        peer = peers[0]
-        r = hosts[peer].run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/22' 2>/dev/null")
-        answers = r.rc == 0
-    else:
-        peer = "this host"
-        try:
-            socket.create_connection((address, 22), timeout=5).close()
-            answers = True
-        except OSError:
-            answers = False
+    answers, peer = _answers_ssh(cluster, hosts, name)
     if answers:
         return f"still answers SSH from {peer} (cloud state {state})"
-    if state != "stopped":
+    if mode == "partition" and state != "running":
+        return f"is {state} in the cloud: a partitioned node must run on, cut off"
+    if mode != "partition" and state != "stopped":
         return f"is {state} in the cloud although SSH from {peer} gets no answer"
     return ""
 
 
-def prove_down(cluster, hosts, name: str, timeout_s: float = 30) -> float:
-    """Wait until node ``name`` is down (:func:`still_up`), at most
-    ``timeout_s`` seconds after the cloud's stop call returned; returns the
+#: What each failure mode's call is named in messages.
+_FAILURE_CALL = {"stop": "stop_node", "kill": "the power-off", "partition": "the partition"}
+
+
+def prove_down(cluster, hosts, name: str, timeout_s: float = 30, mode: str = "stop") -> float:
+    """Wait until failure ``mode`` of node ``name`` is in effect
+    (:func:`failure_missing`; for ``stop``, the node is down), at most
+    ``timeout_s`` seconds after the cloud's call returned; returns the
     seconds it took.  A property that times a failure is measured only after
     this proof.
 
@@ -363,11 +385,12 @@ def prove_down(cluster, hosts, name: str, timeout_s: float = 30) -> float:
     """
     start = time.monotonic()
     while True:
-        why = still_up(cluster, hosts, name)
+        why = failure_missing(cluster, hosts, name, mode)
         if not why:
             return time.monotonic() - start
         if time.monotonic() - start > timeout_s:
-            pytest.fail(f"{name} {why} {timeout_s:.0f} s after stop_node returned: the node was never down, "
+            what = "the node was never down" if mode != "partition" else "the node was never cut off"
+            pytest.fail(f"{name} {why} {timeout_s:.0f} s after {_FAILURE_CALL[mode]} returned: {what}, "
                         "so nothing was measured")
         time.sleep(1)
 
@@ -430,26 +453,53 @@ def steps_repeated(steps: list[dict]) -> int:
 
 
 @pytest.fixture(scope="session")
-def elastic_run(cluster, hosts, profile, results) -> dict:
+def elastic_runs(cluster, hosts, profile, results):
+    """``run(mode) -> dict``: the elastic job of :func:`elastic_job` for
+    failure ``mode``, run once per session on first use (a failure is kept
+    and raised again, not run twice)."""
+    done: dict[str, dict | BaseException] = {}
+
+    def run(mode: str) -> dict:
+        if mode not in done:
+            try:
+                done[mode] = elastic_job(cluster, hosts, profile, results, mode)
+            except BaseException as exc:  # pytest.fail included: the next property of the mode says the same
+                done[mode] = exc
+        if isinstance(done[mode], BaseException):
+            raise done[mode]
+        return done[mode]
+
+    return run
+
+
+def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
     """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
-    the shared hosts file); mid-training the last node is stopped by the
-    cloud driver while it is still listed (a failure, not a scale-down),
-    proven down (:func:`prove_down`), then started again; it stays listed
-    throughout, and the launcher's blacklist cooldown lets it back in.  The
-    job is ended once it trains at full size again (or, when the node never
-    rejoins, after ``availability.step_timeout_s``).
+    the shared hosts file); mid-training the last node fails as ``mode``
+    says (:data:`refarch.clouds.FAILURE_MODES`: stopped, killed or cut off
+    by the cloud driver) while it is still listed (a failure, not a
+    scale-down), the failure proven (:func:`prove_down`), then it is
+    restored; it stays listed throughout, and the launcher's blacklist
+    cooldown lets it back in.  The job is ended once it trains at full size
+    again (or, when the node never rejoins, after
+    ``availability.step_timeout_s``).
 
     Before recovery is timed the job must have seen the failure: a line of
     :data:`refarch.checks.FAILURE_SEEN` in its output (``failure_seen``)
     and a step at world size N-1 after the stop.  Returns recovery_s (stop
     -> first step at N-1), rejoin_s (node healthy again -> first step at N;
     None and ``rejoin_error`` when it never came), the world sizes seen,
-    the steps repeated, and the job's result."""
+    the steps repeated, the job's result and ``timeline``: the events on
+    the first node's clock, seconds after the failure (failed, proven,
+    first step at N-1, restored, healthy, first step at N) with the driver's
+    decisions from the job's output; also written to
+    ``logs/availability-<mode>-<time>.json``."""
     names = cluster.contract.node_names
     n, first, victim = len(names), names[0], names[-1]
     a, user = profile.availability, profile.training_user.name
     mount = cluster.contract.shared_storage["mount_point"]
     stamp = int(time.time())
+    what = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
+    events: list[tuple[str, float]] = []
     token = f"{cluster.run_id}-{stamp}"
     hosts_file, until = f"{mount}/.horovod/elastic-hosts", f"{mount}/.horovod/refarch-elastic-done-{token}"
     log = f"/tmp/refarch-elastic-{token}.log"
@@ -476,6 +526,24 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
         return (f"; it trains on at world size {last['size']} (step {last['step']}), so {victim} was never "
                 "taken back (Horovod blacklists a failed host for good unless --blacklist-cooldown-range is given)")
 
+    def survivors_wait() -> str:
+        """Where the survivors wait when the job does not go on: Gloo's
+        timeout in their output, and the driver's SSH session to the victim
+        (Horovod takes a host as failed only when that session ends)."""
+        text, parts = read_log(), []
+        gloo = next((line.strip() for line in text.splitlines() if "Timed out waiting" in line), "")
+        if gloo:
+            parts.append(f"the survivors' collective timed out ({gloo[gloo.find('Timed out'):][:90]}) and they "
+                         "wait for the driver")
+        session = run_as(node1, user, f"pgrep -u {user} -af 'StrictHostKeyChecking=no {victim} '", timeout_s=30)
+        if session.rc == 0 and session.stdout.strip():
+            alive = run_as(node1, user, f"ssh -G {victim} | grep -E '^(serveraliveinterval|serveralivecountmax) '",
+                           timeout_s=30).stdout.split()
+            parts.append(f"the elastic driver on {first} still waits on its SSH session to {victim} (the one that "
+                         f"launched its worker; {' '.join(alive) or 'no ServerAlive settings'}): Horovod takes a "
+                         "host as failed only when that session ends")
+        return (": " + "; ".join(parts) + f" (full output: {local_log})") if parts else cause()
+
     def step_where(cond):
         return next((s for s in _steps(read_log()) if cond(s)), None)
 
@@ -486,12 +554,12 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     box: dict = {}
     # Each elastic job keeps its own evidence: a fault case's job in the same
     # run must not overwrite the property's log.
-    local_log = log_path(cluster, f"elastic-{stamp}.log")
+    local_log = log_path(cluster, f"elastic-{mode}-{stamp}.log")
     import threading
 
     job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
                            daemon=True)
-    stopped, rejoin_error, down_s = False, "", None
+    failed, rejoin_error, down_s = False, "", None
     with timed(results, "availability"):
         listing(names)
         job.start()
@@ -500,30 +568,37 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
                 lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
             # The victim stays listed: the survivors must notice the failure.
             t_stop = node_clock(node1)
-            cluster.driver.stop_node(cluster, victim)
-            stopped = True
-            down_s = prove_down(cluster, hosts, victim)
-            shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was stopped",
+            events.append(("failed", t_stop))
+            failed = True
+            cluster.driver.fail_node(cluster, victim, mode)
+            down_s = prove_down(cluster, hosts, victim, mode=mode)
+            events.append(("failure proven", node_clock(node1)))
+            shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was {what}",
                                 lambda: step_where(lambda s: s["size"] == n - 1 and s["t"] > t_stop),
-                                a.step_timeout_s, on_timeout=cause)
-            cluster.driver.start_node(cluster, victim)
-            stopped = False
-            wait_until(f"{victim} healthy after its start", lambda: node_healthy(cluster, victim, mount),
+                                a.step_timeout_s, on_timeout=survivors_wait)
+            events.append((f"first step at world size {n - 1}", shrunk["t"]))
+            events.append(("restored", node_clock(node1)))
+            cluster.driver.restore_node(cluster, victim, mode)
+            failed = False
+            wait_until(f"{victim} healthy after it was restored", lambda: node_healthy(cluster, victim, mount),
                        a.restart_timeout_s)
             t_back = node_clock(node1)
+            events.append(("healthy", t_back))
             # A node that never rejoins fails the rejoin property only: the
             # job is still ended and the recovery measured.
             try:
-                grown = wait_until(f"elastic job back at world size {n} after {victim} was started again",
+                grown = wait_until(f"elastic job back at world size {n} after {victim} was "
+                                   + ("started again" if mode != "partition" else "reconnected"),
                                    lambda: step_where(lambda s: s["size"] == n and s["t"] > t_back),
                                    a.step_timeout_s, on_timeout=still_training)
+                events.append((f"first step at world size {n}", grown["t"]))
             except pytest.fail.Exception as exc:
                 grown, rejoin_error = None, str(exc)
             run_as(node1, user, f"touch {until}", timeout_s=30)
             job.join(a.job_timeout_s)
         finally:
-            if stopped:
-                cluster.driver.start_node(cluster, victim)
+            if failed:  # never leave a node down or cut off for the next checks
+                cluster.driver.restore_node(cluster, victim, mode)
             if job.is_alive():
                 run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f horovodrun", timeout_s=60)
                 job.join(60)
@@ -540,7 +615,7 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
     sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
     failure_seen = checks.failure_evidence(text)
     if not failure_seen:
-        pytest.fail(f"the elastic job went on at world size {n - 1} after {victim} was stopped, but its output "
+        pytest.fail(f"the elastic job went on at world size {n - 1} after {victim} was {what}, but its output "
                     "shows no failure of a worker (no exit status, closed connection or blacklisted host): it "
                     f"did not notice the failure it is timed on (full output: {local_log})")
     run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
@@ -548,6 +623,35 @@ def elastic_run(cluster, hosts, profile, results) -> dict:
            "rejoin_s": round(grown["t"] - t_back, 2) if grown else None, "rejoin_error": rejoin_error,
            "steps_repeated": steps_repeated(steps),
            "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
-           "log": str(local_log)}
-    results.availability["elastic"] = run
+           "log": str(local_log), "mode": mode,
+           "timeline": timeline(events, t_stop, text)}
+    evidence = log_path(cluster, f"availability-{mode}-{stamp}.json")
+    if evidence is not None:
+        evidence.write_text(json.dumps(run, indent=2), encoding="utf-8")
+        run["evidence"] = str(evidence)
+    results.availability["elastic" if mode == "stop" else f"elastic_{mode}"] = run
     return run
+
+
+#: Lines of an elastic job's output that show what the driver and the
+#: workers decided after a failure (worker exits, Gloo's timeouts and resets,
+#: blacklisting, resets and new rendezvous).
+DECISION = re.compile(r"Process \d+ exit with status code|closed by remote host|Connection (?:closed|reset)|"
+                      r"[Bb]lacklist|Timed out waiting|HorovodInternalError|reset workers|rendezvous|"
+                      r"all \d+ workers recorded|record state")
+
+
+#: The build folder Horovod's messages name their sources by
+#: (``/tmp/pip-wheel-x/horovod_<hash>/``): left out of the decisions.
+BUILD_PATH = re.compile(r"/tmp/pip-wheel-[^/\s]+/horovod_[0-9a-f]+/")
+
+
+def timeline(events: list[tuple[str, float]], t0: float, output: str, limit: int = 20) -> dict:
+    """The availability timeline: ``events`` (name, epoch seconds on one
+    node's clock) as seconds after ``t0`` (the failure), in time order, and
+    up to ``limit`` lines of the job's ``output`` matching :data:`DECISION`
+    (without :data:`BUILD_PATH`, stripped, 200 characters at most)."""
+    decisions = [BUILD_PATH.sub("", line).strip()[:200] for line in output.splitlines()
+                 if DECISION.search(line)][:limit]
+    return {"events": [{"event": name, "t_s": round(t - t0, 2)} for name, t in sorted(events, key=lambda e: e[1])],
+            "decisions": decisions}

@@ -57,6 +57,26 @@ def test_ssh_to_every_peer(node, node_name, profile, cluster):
     assert not failures, "SSH between nodes failed: " + "; ".join(failures)
 
 
+def test_ssh_gives_up_on_a_silent_peer(node, node_name, profile, cluster):
+    """The training user's SSH (Horovod launches every remote worker over
+    it) ends a session whose other side stopped answering and bounds its
+    connects (``ssh -G``: ServerAliveInterval > 0, ConnectTimeout set): the
+    elastic driver takes a host as failed only when that session ends, so
+    without them a job waits for hours on a node powered off or cut off."""
+    peers = [p for p in cluster.contract.node_names if p != node_name] or [node_name]
+    r = run_as(node, profile.training_user.name, f"ssh -G {peers[0]}", timeout_s=30)
+    settings = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    interval, count = int(settings.get("serveraliveinterval", 0)), int(settings.get("serveralivecountmax", 3))
+    assert interval > 0, (f"{node_name}: {profile.training_user.name}'s SSH to {peers[0]} never gives up on a silent "
+                          "peer (ServerAliveInterval 0): an elastic job waits for hours on a node powered off or "
+                          "cut off by the network")
+    assert settings.get("connecttimeout", "none") != "none", (
+        f"{node_name}: {profile.training_user.name}'s SSH to {peers[0]} has no ConnectTimeout: a launch to a node "
+        "still cut off hangs on TCP's own retries")
+    assert interval * count <= 60, (f"{node_name}: SSH gives up on a silent peer only after {interval * count} s "
+                                    f"(ServerAliveInterval {interval} x ServerAliveCountMax {count})")
+
+
 #: Opens N BatchMode logins at once to a peer; prints one line per failed one.
 BURST = ("for i in $(seq {n}); do (ssh -o BatchMode=yes -o ControlMaster=no -o ControlPath=none"
          " -o ConnectTimeout=10 {peer} true >/dev/null 2>/tmp/.refarch-burst-$i || sed -n 1p /tmp/.refarch-burst-$i)"

@@ -106,25 +106,39 @@ def _restart(request) -> Measurement:
                                               f"then {run['checks_passed']} checks passed)")
 
 
-def _elastic(request) -> dict:
+def _elastic(request, mode: str = "stop") -> dict:
     _across_nodes(request.getfixturevalue("cluster"))
-    return request.getfixturevalue("elastic_run")
+    modes = request.getfixturevalue("profile").availability.failure_modes
+    if mode not in modes:
+        pytest.skip(f"failure mode {mode} not in availability.failure_modes ({', '.join(modes)})")
+    return request.getfixturevalue("elastic_runs")(mode)
 
 
-@measures("availability.recovery_s")
-def _recovery(request) -> Measurement:
-    run = _elastic(request)
-    return Measurement(run["recovery_s"], run, f" ({run['victim']} stopped while listed; world sizes "
-                                               f"{run['world_sizes']}; seen: {run['failure_seen'][0]})")
+def _recovery_of(mode: str):
+    def measure(request) -> Measurement:
+        run = _elastic(request, mode)
+        how = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
+        return Measurement(run["recovery_s"], run, f" ({run['victim']} {how} while listed; world sizes "
+                                                   f"{run['world_sizes']}; seen: {run['failure_seen'][0]})")
+    return measure
 
 
-@measures("availability.rejoin_s")
-def _rejoin(request) -> Measurement:
-    run = _elastic(request)
-    if run["rejoin_s"] is None:
-        pytest.fail(run["rejoin_error"])
-    return Measurement(run["rejoin_s"], run, f" ({run['victim']} healthy again, listed throughout; world sizes "
-                                             f"{run['world_sizes']})")
+def _rejoin_of(mode: str):
+    def measure(request) -> Measurement:
+        run = _elastic(request, mode)
+        if run["rejoin_s"] is None:
+            pytest.fail(run["rejoin_error"])
+        back = "healthy again" if mode != "partition" else "reconnected and healthy"
+        return Measurement(run["rejoin_s"], run, f" ({run['victim']} {back}, listed throughout; world sizes "
+                                                 f"{run['world_sizes']})")
+    return measure
+
+
+for _id, _mode in properties.FAILURE_MODE_OF.items():
+    if _id.endswith("recovery_s"):
+        measures(_id)(_recovery_of(_mode))
+    elif _id.endswith("rejoin_s"):
+        measures(_id)(_rejoin_of(_mode))
 
 
 @measures("availability.steps_repeated")

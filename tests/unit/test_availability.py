@@ -51,20 +51,20 @@ ELASTIC = {"world_sizes": [2, 1, 2], "recovery_s": 0.33, "rejoin_s": 23.96, "rej
 @pytest.mark.parametrize("prop_id", ["availability.recovery_s", "availability.rejoin_s",
                                      "availability.steps_repeated"])
 def test_a_recorded_elastic_run_passes(prop_id):
-    assert _judge(prop_id, elastic_run=ELASTIC)["verdict"] == "pass"
+    assert _judge(prop_id, elastic_runs=lambda mode: ELASTIC)["verdict"] == "pass"
 
 
 def test_more_steps_repeated_than_the_commit_interval_fail():
     with pytest.raises(AssertionError, match=r"availability.steps_repeated = 25 steps \(commit every 10 steps\) "
                                              r"is above the upper bound 10"):
-        _judge("availability.steps_repeated", elastic_run={**ELASTIC, "steps_repeated": 25})
+        _judge("availability.steps_repeated", elastic_runs=lambda mode: {**ELASTIC, "steps_repeated": 25})
 
 
 def test_a_slow_recovery_fails():
     with pytest.raises(AssertionError, match=r"availability.recovery_s = 75 seconds \(node2 stopped while listed; world "
                                              r"sizes \[2, 1, 2\]; seen: Process 1 exit with status code 255\.\) is above "
                                              r"the upper bound"):
-        _judge("availability.recovery_s", elastic_run={**ELASTIC, "recovery_s": 75})
+        _judge("availability.recovery_s", elastic_runs=lambda mode: {**ELASTIC, "recovery_s": 75})
 
 
 def test_checks_that_fail_after_a_restart_are_named():
@@ -91,8 +91,8 @@ def test_a_node_that_never_rejoins_fails_rejoin_but_recovery_is_still_judged():
              "rejoin_error": "elastic job back at world size 2 after node2 was started again: not within 60 s; "
                              "it trains on at world size 1 (step 628)"}
     with pytest.raises(pytest.fail.Exception, match=r"not within 60 s; it trains on at world size 1"):
-        _judge("availability.rejoin_s", elastic_run=never)
-    assert _judge("availability.recovery_s", elastic_run=never)["verdict"] == "pass"
+        _judge("availability.rejoin_s", elastic_runs=lambda mode: never)
+    assert _judge("availability.recovery_s", elastic_runs=lambda mode: never)["verdict"] == "pass"
 
 
 def test_a_restart_after_which_no_check_passed_proves_nothing():
@@ -166,3 +166,69 @@ def test_the_faulty_driver_accepts_a_stop_and_does_nothing(monkeypatch):
     monkeypatch.setenv(clouds.FAULT_DRIVER_ENV, "nosuch")
     with pytest.raises(PreflightError, match="the only faulty driver is 'stop-ignored'"):
         clouds.driver_for(load_profile("local"))
+
+
+class _StateDriver:
+    def __init__(self, state):
+        self.state = state
+
+    def node_state(self, cluster, name):
+        return self.state
+
+
+def _failure_cluster(state, answers):
+    contract = SimpleNamespace(node_names=["node1", "node2"],
+                               node=lambda name: SimpleNamespace(address="10.0.0.11"))
+    hosts = {"node1": SimpleNamespace(run=lambda cmd: SimpleNamespace(rc=0 if answers else 1))}
+    return SimpleNamespace(contract=contract, driver=_StateDriver(state)), hosts
+
+
+@pytest.mark.parametrize("mode, state, answers, missing", [
+    ("stop", "stopped", False, ""),
+    ("kill", "stopped", False, ""),
+    ("partition", "running", False, ""),
+    ("stop", "running", True, "still answers SSH from node1 (cloud state running)"),
+    ("kill", "running", False, "is running in the cloud although SSH from node1 gets no answer"),
+    ("partition", "running", True, "still answers SSH from node1 (cloud state running)"),
+    ("partition", "stopped", False, "is stopped in the cloud: a partitioned node must run on, cut off"),
+])
+def test_each_failure_mode_is_proven_by_its_own_evidence(mode, state, answers, missing):
+    """stop and kill: the cloud says stopped and a peer gets no answer; a
+    partition: a peer gets no answer while the cloud says the node runs."""
+    cluster, hosts = _failure_cluster(state, answers)
+    assert workloads.failure_missing(cluster, hosts, "node2", mode) == missing
+
+
+def test_a_partition_that_never_took_effect_fails_naming_it(monkeypatch):
+    cluster, hosts = _failure_cluster("running", True)
+    monkeypatch.setattr(workloads.time, "sleep", lambda s: None)
+    clock = iter(range(0, 1000, 10))
+    monkeypatch.setattr(workloads.time, "monotonic", lambda: next(clock))
+    with pytest.raises(pytest.fail.Exception, match=r"node2 still answers SSH from node1 \(cloud state running\) "
+                                                     r"30 s after the partition returned: the node was never cut off"):
+        workloads.prove_down(cluster, hosts, "node2", mode="partition")
+
+
+def test_the_timeline_is_relative_to_the_failure_with_the_drivers_decisions():
+    output = ("[0]<stdout>:REFARCH_STEP {}\n"
+              "[0]<stderr>:[/tmp/pip-wheel-4zd4gr1f/horovod_e1a7234d5d8845f3bd66ba54a78fa220/third_party/"
+              "compatible17_gloo/gloo/transport/tcp/pair.cc:589] Timed out waiting 30000ms for recv operation\n"
+              "Process 1 exit with status code 255.\n"
+              "INFO:root:blacklist host: node2\n")
+    t = workloads.timeline([("failed", 100.0), ("failure proven", 105.2), ("first step at world size 1", 112.75),
+                            ("restored", 104.0)], 100.0, output)
+    assert t["events"] == [{"event": "failed", "t_s": 0.0}, {"event": "restored", "t_s": 4.0},
+                           {"event": "failure proven", "t_s": 5.2}, {"event": "first step at world size 1", "t_s": 12.75}]
+    assert len(t["decisions"]) == 3 and t["decisions"][1] == "Process 1 exit with status code 255."
+    assert t["decisions"][0] == ("[0]<stderr>:[third_party/compatible17_gloo/gloo/transport/tcp/pair.cc:589] Timed out "
+                                 "waiting 30000ms for recv operation")
+
+
+def test_a_failure_mode_the_profile_does_not_list_is_skipped_with_the_reason():
+    profile = load_profile("local", {"availability.failure_modes": ["stop"]})
+    cluster = SimpleNamespace(contract=SimpleNamespace(node_names=["node1", "node2"]))
+    values = {"cluster": cluster, "profile": profile, "elastic_runs": lambda mode: ELASTIC}
+    request = SimpleNamespace(getfixturevalue=lambda name: values[name],
+                              config=SimpleNamespace(getoption=lambda name: True))
+    with pytest.raises(pytest.skip.Exception, match=r"failure mode partition not in availability.failure_modes"):
+        test_properties.MEASURES["availability.partition_recovery_s"](request)

@@ -81,3 +81,34 @@ def test_openstack_sweep_deletes_the_runs_resources_and_leaks_compare_to_baselin
     conn.compute.delete_server.assert_called()
     leaks = driver.leaks(cluster)
     assert "prod-db" in " ".join(leaks["servers"])  # new since the (empty) baseline: reported
+
+
+def test_a_driver_whose_stop_is_ignored_ignores_a_power_off_too_but_cuts_a_node_off():
+    calls = []
+    inner = SimpleNamespace(fail_node=lambda cluster, name, mode: calls.append(mode))
+    driver = clouds.StopIgnored(inner)
+    for mode in clouds.FAILURE_MODES:
+        driver.fail_node(None, "node2", mode)
+    assert calls == ["partition"]
+
+
+def test_the_partition_ruleset_drops_all_but_loopback_ahead_of_every_other_table():
+    ruleset = clouds.partition_ruleset()
+    assert "delete table inet refarch_partition" in ruleset  # idempotent: made afresh
+    for hook, iface in (("input", "iifname"), ("output", "oifname")):
+        assert f'type filter hook {hook} priority -400; policy accept; {iface} "lo" accept; drop;' in ruleset
+
+
+def test_a_local_power_cut_silences_the_network_before_the_kill(monkeypatch):
+    """SIGKILL alone lets the kernel send a FIN for every socket of the
+    killed processes (measured: the peers went on within 0.8 s, as after a
+    clean stop); a power cut sends nothing."""
+    calls = []
+    monkeypatch.setattr(clouds.proc, "in_netns", lambda container, *cmd, **kw: calls.append(("netns", container, cmd)))
+    monkeypatch.setattr(clouds.proc, "run", lambda cmd, **kw: calls.append(("run", cmd)))
+    cluster = SimpleNamespace(run_id="hvd-x-abc123")
+    clouds.LocalCloud().fail_node(cluster, "node2", "kill")
+    assert calls[0] == ("netns", "hvd-x-abc123-node2", ("nft", "-f", "-"))
+    assert calls[1] == ("run", ["podman", "kill", "--signal", "KILL", "hvd-x-abc123-node2"])
+    with pytest.raises(ValueError, match="failure mode 'reboot': not one of stop, kill, partition"):
+        clouds.LocalCloud().fail_node(cluster, "node2", "reboot")

@@ -15,7 +15,7 @@ from openstack.compute.v2 import server as server_mod
 from openstack.identity import identity_service
 from openstack.identity.v3 import application_credential, domain, project, role, user
 from openstack.network import network_service
-from openstack.network.v2 import floating_ip, network, port, quota, router, security_group, subnet
+from openstack.network.v2 import floating_ip, network, port, quota, router, security_group, security_group_rule, subnet
 from openstack.test import fakes
 
 from refarch import openstack as ostk
@@ -305,3 +305,55 @@ def test_the_node_state_is_the_servers_status_now(status, state):
     assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == state
     conn.compute.find_server.return_value = None
     assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == "missing"
+
+
+# Failure modes of the availability measurements ---------------------------------
+def test_a_power_cut_freezes_the_server_and_its_restore_boots_it_afresh():
+    conn = fake_conn()
+    server = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE")
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = server
+    ostk.power_cut(conn, "hvd-ci-abcdef-node2")
+    conn.compute.pause_server.assert_called_once_with(server)
+    assert conn.compute.wait_for_server.call_args.kwargs["status"] == "PAUSED"
+    ostk.power_restored(conn, "hvd-ci-abcdef-node2")
+    conn.compute.unpause_server.assert_called_once_with(server)
+    conn.compute.reboot_server.assert_called_once_with(server, "HARD")
+    assert conn.compute.wait_for_server.call_args.kwargs["status"] == "ACTIVE"
+    conn.compute.get_server.side_effect = None
+    conn.compute.get_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="PAUSED")
+    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == "stopped"
+
+
+def test_a_partition_gives_every_port_a_group_without_rules_and_heal_puts_the_groups_back():
+    conn = fake_conn()
+    server = res(server_mod.Server, id="srv-1", name="hvd-ci-abcdef-node2", status="ACTIVE")
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = server
+    p1 = res(port.Port, id="port-1", device_id="srv-1", security_group_ids=["sg-cluster", "sg-admin"])
+    conn.network.ports.return_value = [p1]
+    conn.network.find_security_group.side_effect = None
+    conn.network.find_security_group.return_value = None
+    isolation = res(security_group.SecurityGroup, id="sg-iso", name="hvd-ci-abcdef-partition")
+    conn.network.create_security_group.side_effect = None
+    conn.network.create_security_group.return_value = isolation
+    egress = [res(security_group_rule.SecurityGroupRule, id=f"r{i}", direction="egress") for i in (4, 6)]
+    conn.network.security_group_rules.side_effect = None
+    conn.network.security_group_rules.return_value = egress
+    before = ostk.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")
+    assert before == {"port-1": ["sg-cluster", "sg-admin"]}
+    assert conn.network.create_security_group.call_args.kwargs["name"] == "hvd-ci-abcdef-partition"
+    assert [c.args[0] for c in conn.network.delete_security_group_rule.call_args_list] == egress
+    conn.network.update_port.assert_called_once_with(p1, security_groups=["sg-iso"])
+    conn.network.ports.assert_called_once_with(device_id="srv-1")
+    ostk.heal(conn, before)
+    assert conn.network.update_port.call_args.args == ("port-1",)
+    assert conn.network.update_port.call_args.kwargs == {"security_groups": ["sg-cluster", "sg-admin"]}
+
+
+def test_a_server_without_ports_cannot_be_cut_off():
+    conn = fake_conn()
+    conn.compute.find_server.side_effect = None
+    conn.compute.find_server.return_value = res(server_mod.Server, id="srv-1", name="hvd-ci-abcdef-node2")
+    with pytest.raises(RefarchError, match="server hvd-ci-abcdef-node2 has no port to cut off"):
+        ostk.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")

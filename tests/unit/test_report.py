@@ -64,3 +64,18 @@ def test_the_trend_shows_the_validation_records_per_version(tmp_path):
     assert table.index("<td>0.9.0</td>") < table.index("<td>0.10.0</td>")  # semantic order, not text order
     assert "73.2" in table and "61.5" in table and "49.6%" in table and "c0ffeec0ffee" in table
     assert "No validation records yet" in report.render_trend(runs, records=tmp_path / "none").read_text()
+
+
+def test_the_page_has_a_timeline_per_failure_mode(tmp_path):
+    """A partition run recorded on the local cloud (node2 cut off while
+    listed): its events, seconds after the failure, and the driver's
+    decisions are in the availability table."""
+    run = json.loads((Path(__file__).parent / "data" / "availability" / "partition-run.json").read_text())
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps({**json.loads(RECORDED.read_text()), "availability": {"elastic_partition": run}}))
+    html = report.render(results).read_text()
+    table = html[html.index('<table id="availability">'):]
+    table = table[:table.index("</table>")]
+    assert "<td>partition</td><td>node2</td>" in table
+    assert "first step at world size 1 <b>30.9</b>" in table and "first step at world size 2 <b>66.0</b>" in table
+    assert "Process 0 exit with status code 255." in table
