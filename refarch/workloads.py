@@ -600,13 +600,22 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
             if failed:  # never leave a node down or cut off for the next checks
                 cluster.driver.restore_node(cluster, victim, mode)
             if job.is_alive():
-                run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f horovodrun", timeout_s=60)
+                # The launcher and its workers all carry this job's until-file
+                # on their command line: asked to stop, then killed.  (A
+                # launcher waiting on a lost host's SSH session outlived a
+                # plain SIGTERM and held its rendezvous port for an hour.)
+                run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f -- '{_job_pattern(until)}'; "
+                       f"sleep 5; pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=60)
                 job.join(60)
+            left = _kill_leftovers(hosts, names, user, until)
             listing(names)
             text = read_log()
             if local_log is not None:
                 local_log.write_text(text, encoding="utf-8")
             run_as(node1, user, f"rm -f {until} {log}", timeout_s=30)
+    if left:
+        pytest.fail(f"the elastic job's processes outlived it (killed now): {'; '.join(left)} "
+                    f"(full output: {local_log})")
     r = box.get("r")
     if r is None or r.rc != 0:
         pytest.fail(f"elastic job did not finish (exit {getattr(r, 'rc', '?')}): "
@@ -631,6 +640,30 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
         run["evidence"] = str(evidence)
     results.availability["elastic" if mode == "stop" else f"elastic_{mode}"] = run
     return run
+
+
+def _job_pattern(until: str) -> str:
+    """pgrep/pkill -f pattern of an elastic job's processes: its until-file
+    option, written so that the pattern does not match itself (the shell
+    that runs pkill has the pattern on its own command line)."""
+    return f"[-]-until-file {until}"
+
+
+def _kill_leftovers(hosts, names: list[str], user: str, until: str) -> list[str]:
+    """Kill every process of ``user`` whose command line names the elastic
+    job's ``until`` file on any of ``names`` (SIGKILL); returns
+    "<node>: <pid> <command>" for each one found.  A node that does not
+    answer (still booting after a kill) is passed over: it has no process of
+    the job."""
+    found = []
+    for name in names:
+        try:
+            r = run_as(hosts[name], user, f"pgrep -u {user} -af -- '{_job_pattern(until)}' "
+                                          f"&& pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=30)
+        except Exception:  # noqa: BLE001 - unreachable node: nothing of the job runs there
+            continue
+        found += [f"{name}: {line.strip()[:160]}" for line in r.stdout.splitlines() if line.strip()]
+    return found
 
 
 #: Lines of an elastic job's output that show what the driver and the

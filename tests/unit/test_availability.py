@@ -232,3 +232,12 @@ def test_a_failure_mode_the_profile_does_not_list_is_skipped_with_the_reason():
                               config=SimpleNamespace(getoption=lambda name: True))
     with pytest.raises(pytest.skip.Exception, match=r"failure mode partition not in availability.failure_modes"):
         test_properties.MEASURES["availability.partition_recovery_s"](request)
+
+
+def test_the_job_pattern_finds_the_job_but_not_the_shell_that_kills_it():
+    import re
+
+    until = "/shared/.horovod/refarch-elastic-done-hvd-x-1"
+    pattern = workloads._job_pattern(until)
+    assert re.search(pattern, f"python3 horovodrun ... elastic_train.py --until-file {until} --commit-every 10")
+    assert not re.search(pattern, f"bash -lc pkill -KILL -u hvd -f -- '{pattern}'")
