@@ -238,7 +238,7 @@ def _no_ssh_alive(ctx: FaultContext) -> None:
     """Every node loses the SSH client settings that end a session to a
     node that stopped answering (OpenSSH's defaults come back)."""
     for node in ctx.contract.node_names:
-        ctx.sh(node, f"mv -f {_SSH_ELASTIC} {_SSH_ELASTIC}.refarch-fault")
+        ctx.sh(node, f"{_backup(_SSH_ELASTIC)} && rm -f {_SSH_ELASTIC}")
 
 
 def _ssh_alive_back(ctx: FaultContext) -> None:

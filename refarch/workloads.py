@@ -535,7 +535,7 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
         if gloo:
             parts.append(f"the survivors' collective timed out ({gloo[gloo.find('Timed out'):][:90]}) and they "
                          "wait for the driver")
-        session = run_as(node1, user, f"pgrep -u {user} -af 'StrictHostKeyChecking=no {victim} '", timeout_s=30)
+        session = run_as(node1, user, f"pgrep -u {user} -af '{_not_self(f'StrictHostKeyChecking=no {victim} ')}'", timeout_s=30)
         if session.rc == 0 and session.stdout.strip():
             alive = run_as(node1, user, f"ssh -G {victim} | grep -E '^(serveraliveinterval|serveralivecountmax) '",
                            timeout_s=30).stdout.split()
@@ -642,11 +642,17 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
     return run
 
 
+def _not_self(text: str) -> str:
+    """pgrep/pkill -f pattern for the literal ``text`` that does not match
+    itself: the shell that runs pgrep has the pattern on its own command
+    line, so ``[x]rest`` (still matching "xrest") keeps it out."""
+    return f"[{text[0]}]{text[1:]}"
+
+
 def _job_pattern(until: str) -> str:
     """pgrep/pkill -f pattern of an elastic job's processes: its until-file
-    option, written so that the pattern does not match itself (the shell
-    that runs pkill has the pattern on its own command line)."""
-    return f"[-]-until-file {until}"
+    option (:func:`_not_self`)."""
+    return _not_self(f"--until-file {until}")
 
 
 def _kill_leftovers(hosts, names: list[str], user: str, until: str) -> list[str]:

@@ -241,3 +241,7 @@ def test_the_job_pattern_finds_the_job_but_not_the_shell_that_kills_it():
     pattern = workloads._job_pattern(until)
     assert re.search(pattern, f"python3 horovodrun ... elastic_train.py --until-file {until} --commit-every 10")
     assert not re.search(pattern, f"bash -lc pkill -KILL -u hvd -f -- '{pattern}'")
+    # The driver's SSH session to a lost host, looked for when the job does not go on.
+    session = workloads._not_self("StrictHostKeyChecking=no node2 ")
+    assert re.search(session, "ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no node2  cd /tmp ;")
+    assert not re.search(session, f"bash -lc pgrep -u hvd -af '{session}'")
