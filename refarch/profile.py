@@ -142,9 +142,21 @@ class Smoke(_Strict):
     batch_sizes: list[int] = []
     world_sizes: list[int] = []
     warmup_steps: int = Field(ge=0)
-    steps: int = Field(ge=1)
+    #: Timed steps per job: their per-step figures give each throughput's
+    #: median and 95 % interval (refarch.figures, at least 6 steps).
+    steps: int = Field(ge=6)
     intra_op_threads: int = Field(1, ge=1)
     start_timeout_s: int = Field(120, ge=10)
+    #: Rounds in which every job at np > 1 also times rank 0 training alone
+    #: (its np=1 baseline, measured beside its own steps: a machine whose
+    #: speed changes shows it in both); 0: the np=1 job is the baseline.
+    baseline_rounds: int = Field(3, ge=0)
+    #: Widest efficiency interval (95 %, relative to its median) that is
+    #: still judged; wider is an error (refarch.figures.problems).
+    max_relative_width: float = Field(0.5, gt=0)
+    #: Largest relative difference between np=1 on its own and np=1 in the
+    #: rounds before the run's efficiency is an error.
+    max_baseline_drift: float = Field(0.25, gt=0)
 
 
 class Convergence(_Strict):

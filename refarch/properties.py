@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 KNOWN: dict[str, tuple[str, str]] = {
     "scaling.efficiency": (
         "ratio", "throughput(N) / (N x throughput(1)) of the synthetic benchmark, one rank per node "
-                 "(images/sec, smoke batch size)"),
+                 "(median images/sec of the steps, smoke batch size; np=1 timed in rounds beside np=N); an "
+                 "error when any world size gives more than 1, an interval too wide, or np=1 alone and in "
+                 "rounds disagree"),
     "convergence.test_accuracy": (
         "ratio", "held-out accuracy on scikit-learn's digits after the distributed training at np=N"),
     "convergence.ranks_diverged": (
@@ -93,11 +95,15 @@ class Verdict:
 class Measurement:
     """One measured value (in the property's unit) and where it came from
     (``evidence``: run, world sizes, log files), plus optional detail for
-    the message (e.g. which ranks differ)."""
+    the message (e.g. which ranks differ) and, for a figure that cannot be
+    judged, the reason (``error``)."""
 
     value: float
     evidence: dict = field(default_factory=dict)
     detail: str = ""
+    #: Why the figure, though measured, cannot be judged (e.g. an
+    #: efficiency above 1 at some world size): the verdict is then error.
+    error: str = ""
 
 
 def _fmt(value: float) -> str:
@@ -109,7 +115,7 @@ def is_finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def judge(prop_id: str, value: float, spec, detail: str = "") -> Verdict:
+def judge(prop_id: str, value: float, spec, detail: str = "", error: str = "") -> Verdict:
     """Judge ``value`` against ``spec`` (a :class:`refarch.profile.PropertySpec`).
 
     Fails below ``reference.lower`` or above ``reference.upper``; warns below
@@ -121,9 +127,14 @@ def judge(prop_id: str, value: float, spec, detail: str = "") -> Verdict:
 
     A figure that is missing or not finite (None, NaN, infinity: every
     comparison with NaN is false, so it would pass every bound) is an
-    ``error`` verdict: the property was not measured.
+    ``error`` verdict: the property was not measured.  So is a figure with
+    an ``error`` (why it cannot be judged, see :class:`Measurement`).
     """
     ref, unit = spec.reference, spec.unit
+    if error:
+        shown = _fmt(value) if is_finite_number(value) else repr(value)
+        return Verdict("error", f"{prop_id} = {shown} {unit}{detail} cannot be judged (an error, never a pass): "
+                                f"{error}")
     if not is_finite_number(value):
         return Verdict("error", f"{prop_id} = {value!r} {unit}{detail}: not a finite figure, so nothing was "
                                 "measured (an error, never a pass)")

@@ -47,7 +47,8 @@ def load_results(run_dir: Path) -> dict:
 
 def figures(results: dict) -> dict[str, float]:
     """The figures a release is compared on, from one run's results:
-    ``images_per_sec[np=N,batch=B]`` (images/sec), every numeric property by
+    ``images_per_sec[np=N,batch=B]`` (images/sec: the median of the steps
+    in runs with intervals, see :func:`intervals`), every numeric property by
     its id (its own unit), ``busbw_Bps`` (bytes/s: the slowest pair's bus
     bandwidth at the largest message size) and ``run_time_s`` (seconds: the
     sum of the phases)."""
@@ -66,6 +67,22 @@ def figures(results: dict) -> dict[str, float]:
         out["busbw_Bps"] = min(s["busbw_Bps"] for s in largest)
     if results.get("phases_s"):
         out["run_time_s"] = round(sum(results["phases_s"].values()), 1)
+    return out
+
+
+def intervals(results: dict) -> dict[str, list[float]]:
+    """The 95 % intervals ([low, high], refarch.figures) of the figures
+    that have one: ``images_per_sec[np=N,batch=B]`` (images/sec) and
+    ``scaling.efficiency`` (ratio, the property's world size and batch
+    size).  Empty for a run made before figures had intervals."""
+    out: dict[str, list[float]] = {}
+    for row in (results.get("smoke") or {}).get("scaling") or []:
+        if row.get("images_per_sec_ci95"):
+            out[f"images_per_sec[np={row['world_size']},batch={row['batch_size']}]"] = row["images_per_sec_ci95"]
+    for prop in results.get("properties", []):
+        ci = (prop.get("evidence") or {}).get("efficiency_ci95")
+        if prop["id"] == "scaling.efficiency" and ci:
+            out[prop["id"]] = ci
     return out
 
 
@@ -130,9 +147,11 @@ def build_record(runs: list[dict], name: str | None = None) -> dict:
         entry["outcome"] = _worst(OUTCOME_ORDER, [x["outcome"] for x in entry["outcomes"]])
 
     figs: dict[str, float] = {}
+    cis: dict[str, list[float]] = {}
     for r in runs:
         for key, value in figures(r).items():
             figs[key] = value if key != "run_time_s" else round(figs.get(key, 0) + value, 1)
+        cis.update(intervals(r))
     bad_checks = sorted(k for k, v in checks.items() if v["outcome"] in ("failed", "error"))
     bad_props = sorted(k for k, v in properties.items() if v["verdict"] in ("fail", "error"))
     packages: dict[str, dict[str, str]] = {}
@@ -157,6 +176,7 @@ def build_record(runs: list[dict], name: str | None = None) -> dict:
         "properties": dict(sorted(properties.items())),
         "checks": dict(sorted(checks.items())),
         "figures": dict(sorted(figs.items())),
+        "intervals": dict(sorted(cis.items())),
         "tools": first.get("tools") or {},
         "node_packages": packages,
     }

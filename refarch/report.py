@@ -64,7 +64,8 @@ def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
 
 def scaling_svg(results: dict) -> str:
     """The scaling plot as inline SVG: images/sec per world size for each
-    batch size, and the ideal line (world size x images/sec at np=1).
+    batch size (medians with their 95 % intervals as error bars), and the
+    ideal line (world size x images/sec at np=1).
     Empty when the run has no scaling table."""
     table = results.get("smoke", {}).get("scaling") or []
     if not table:
@@ -81,7 +82,11 @@ def scaling_svg(results: dict) -> str:
         sizes = [r["world_size"] for r in rows]
         measured = [r["images_per_sec"] for r in rows]
         single = next((r["images_per_sec"] for r in rows if r["world_size"] == 1), measured[0])
-        ax.plot(sizes, measured, marker="o", label=f"measured, batch {batch}", gid=f"measured-b{batch}")
+        # Error bars: each median's 95 % interval (rows of older runs have none).
+        ci = [r.get("images_per_sec_ci95") or [r["images_per_sec"]] * 2 for r in rows]
+        yerr = [[m - c[0] for m, c in zip(measured, ci, strict=True)], [c[1] - m for m, c in zip(measured, ci, strict=True)]]
+        ax.errorbar(sizes, measured, yerr=yerr, marker="o", capsize=3, label=f"measured (median, 95 % interval), "
+                    f"batch {batch}", gid=f"measured-b{batch}")
         ax.plot(sizes, [w * single for w in sizes], linestyle="--", label=f"ideal (linear), batch {batch}",
                 gid=f"ideal-b{batch}")
     ax.set_xlabel("world size (ranks, one per node)")

@@ -27,6 +27,16 @@ PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "ide
                "availability", "teardown")
 
 
+def _interval(row: dict, key: str, percent: bool = False) -> str:
+    """``40.1 (39.5-40.8)`` from a scaling row's median ``key`` and its
+    ``key_ci95`` (percent: ``54.2 % (50.1-58.0 %)``); the median alone for
+    a row without an interval."""
+    scale, unit = (100, " %") if percent else (1, "")
+    ci = row.get(f"{key}_ci95")
+    text = f"{scale * row[key]:.1f}{unit}"
+    return text + (f" ({scale * ci[0]:.1f}-{scale * ci[1]:.1f}{unit})" if ci else "")
+
+
 def ordered_phases(phases: dict[str, float]) -> dict[str, float]:
     """``phases`` in :data:`PHASE_ORDER`, unknown names last."""
     rank = {name: i for i, name in enumerate(PHASE_ORDER)}
@@ -161,8 +171,12 @@ class Results:
         lines.append("  checks: " + ", ".join(f"{v} {k}" for k, v in sorted(c.items())) if c else "  checks: none ran")
         if self.smoke.get("scaling"):
             for row in self.smoke["scaling"]:
-                lines.append(f"  batch {row['batch_size']} np={row['world_size']}: {row['images_per_sec']:.1f} images/sec, "
-                             f"efficiency {row['efficiency']:.1%}")
+                line = f"  batch {row['batch_size']} np={row['world_size']}: {_interval(row, 'images_per_sec')} images/sec"
+                if row["world_size"] > 1:
+                    line += f", efficiency {_interval(row, 'efficiency', percent=True)}" + (
+                        f" (np=1 {row['baseline']['median']:.1f} from the {row['baseline']['source']})"
+                        if row.get("baseline") else "")
+                lines.append(line)
         else:
             for run in self.smoke.get("runs", []):
                 lines.append(f"  np={run['world_size']}: {run['images_per_sec']:.1f} images/sec on "

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from . import checks, childrun, progress
+from . import checks, childrun, figures, progress
 from .pytest_plugin import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
@@ -62,11 +62,13 @@ def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, 
 
 def benchmark_args(profile, batch_size: int | None = None) -> str:
     """The synthetic benchmark's command line from the profile's ``smoke``
-    (``batch_size`` images per rank per step; default smoke.batch_size)."""
+    (``batch_size`` images per rank per step; default smoke.batch_size).
+    Jobs at np > 1 time rank 0 alone in ``smoke.baseline_rounds`` rounds
+    beside their own steps (their np=1 baseline)."""
     s = profile.smoke
     return (f"tf2_synthetic_benchmark.py --model {shlex.quote(s.model)} --image-size {s.image_size}"
             f" --batch-size {batch_size or s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
-            f" --intra-op-threads {s.intra_op_threads}")
+            f" --intra-op-threads {s.intra_op_threads} --baseline-rounds {s.baseline_rounds}")
 
 
 def convergence_args(profile, global_batch: int | None = None) -> str:
@@ -167,28 +169,35 @@ def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
 
 @pytest.fixture(scope="session")
 def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
-    """The scaling table: images/sec and efficiency for every (batch size,
-    world size) of :meth:`refarch.profile.Profile.scaling_points`; world
-    size w runs one rank on each of the first w nodes.  The smoke runs
-    (np=1, np=N at the smoke batch size) are reused."""
+    """The scaling table: for every (batch size, world size) of
+    :meth:`refarch.profile.Profile.scaling_points`, images/sec and
+    efficiency as medians with their 95 % intervals
+    (:func:`refarch.figures.scaling_row`); world size w runs one rank on
+    each of the first w nodes.  The smoke runs (np=1, np=N at the smoke
+    batch size) are reused.  Fails naming the log when a job's step times
+    give no figure."""
     names = cluster.contract.node_names
-    table, by_point = [], {(profile.smoke.batch_size, w): r for w, r in training_runs.items()}
+    by_point = {(profile.smoke.batch_size, w): r for w, r in training_runs.items()}
     for batch, world_size in profile.scaling_points():
-        run = by_point.get((batch, world_size))
-        if run is None:
-            if world_size > 1:
-                _launch_across(hosts, cluster, profile)
-            log = log_path(cluster, f"scaling-b{batch}-np{world_size}.log")
-            with timed(results, "smoke"):
-                run = horovodrun(hosts[names[0]], profile, benchmark_args(profile, batch),
-                                 ",".join(f"{n}:1" for n in names[:world_size]), world_size, log)
-            run["log"] = str(log)
-            by_point[(batch, world_size)] = run
-        table.append({"batch_size": batch, "world_size": world_size, "images_per_sec": run["images_per_sec"],
-                      "hosts": run["hosts"], "log": run.get("log")})
-    for row in table:
-        single = by_point[(row["batch_size"], 1)]["images_per_sec"]
-        row["efficiency"] = row["images_per_sec"] / (row["world_size"] * single)
+        if (batch, world_size) in by_point:
+            continue
+        if world_size > 1:
+            _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"scaling-b{batch}-np{world_size}.log")
+        with timed(results, "smoke"):
+            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile, batch),
+                             ",".join(f"{n}:1" for n in names[:world_size]), world_size, log)
+        run["log"] = str(log)
+        by_point[(batch, world_size)] = run
+    table = []
+    for batch, world_size in profile.scaling_points():
+        run = by_point[(batch, world_size)]
+        try:
+            row = figures.scaling_row(run, by_point[(batch, 1)])
+        except ValueError as exc:
+            pytest.fail(f"batch {batch} np={world_size}: no figure from its step times: {exc} "
+                        f"(full output: {run.get('log')})")
+        table.append({**row, "log": run.get("log")})
     results.smoke["scaling"] = table
     return table
 

@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from refarch import exposure, localcloud, properties
+from refarch import exposure, figures, localcloud, properties
 from refarch.properties import Measurement
 from refarch.pytest_plugin import STATE
 from refarch.workloads import timed
@@ -46,14 +46,17 @@ def _across_nodes(cluster) -> int:
 
 @measures("scaling.efficiency")
 def _efficiency(request) -> Measurement:
-    cluster = request.getfixturevalue("cluster")
-    n = _across_nodes(cluster)
-    runs = request.getfixturevalue("training_runs")
-    value = properties.scaling_efficiency(runs[n]["images_per_sec"], runs[1]["images_per_sec"], n)
-    return Measurement(value, {
-        "images_per_sec": {str(k): round(v["images_per_sec"], 2) for k, v in sorted(runs.items())},
-        "batch_size": runs[1]["batch_size"], "logs": [runs[k].get("log") for k in sorted(runs)]},
-        detail=f" (np=1 {runs[1]['images_per_sec']:.1f}, np={n} {runs[n]['images_per_sec']:.1f} images/sec)")
+    n = _across_nodes(request.getfixturevalue("cluster"))
+    profile = request.getfixturevalue("profile")
+    table = request.getfixturevalue("scaling_runs")
+    row = next(r for r in table if r["world_size"] == n and r["batch_size"] == profile.smoke.batch_size)
+    base, smoke = row["baseline"], profile.smoke
+    return Measurement(row["efficiency"], {
+        "efficiency_ci95": row["efficiency_ci95"], "scaling": table, "batch_size": row["batch_size"]},
+        detail=(f" (95 % interval {100 * row['efficiency_ci95'][0]:.1f}-{100 * row['efficiency_ci95'][1]:.1f} %;"
+                f" np={n} {row['images_per_sec']:.1f} images/sec, np=1 {base['median']:.1f} from the "
+                f"{base['source']}; medians of the steps)"),
+        error="; ".join(figures.problems(table, smoke.max_relative_width, smoke.max_baseline_drift)))
 
 
 def _convergence_at_n(request) -> tuple[dict, int]:
@@ -265,7 +268,7 @@ def test_property(property_id, request, profile, results, run_state):
     except BaseException as exc:
         results.add_property(property_id, spec, "error", message=f"not measured: {exc}"[:2000])
         raise
-    verdict = properties.judge(property_id, m.value, spec, m.detail)
+    verdict = properties.judge(property_id, m.value, spec, m.detail, m.error)
     message = verdict.message
     measured = m.value if properties.is_finite_number(m.value) else None  # JSON has no NaN
     results.add_property(property_id, spec, verdict.status, measured, message,

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks, properties
+from refarch import checks, figures, properties
 from refarch.errors import ProfileError
 from refarch.profile import load_profile
 from refarch.results import Results
@@ -105,7 +105,7 @@ def _run_property(prop_id, profile, **fixtures):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            test_properties.test_property(prop_id, _request(**fixtures), profile, results, state)
+            test_properties.test_property(prop_id, _request(profile=profile, **fixtures), profile, results, state)
         finally:
             recorded = results.properties[-1] if results.properties else None
     return recorded, caught
@@ -133,11 +133,13 @@ def test_training_without_gradient_averaging_fails_convergence():
 
 
 def test_an_out_of_reach_reference_fails_with_figure_bound_and_source():
-    runs = {1: _recorded("smoke-np1.out"), 2: _recorded("smoke-np2.out")}
+    single = _recorded("smoke-np1.out")
+    table = [figures.scaling_row(single, single), figures.scaling_row(_recorded("smoke-np2.out"), single)]
     profile = load_profile("local", {"properties.scaling.efficiency.reference.lower": 0.99})
-    with pytest.raises(AssertionError, match=r"scaling.efficiency = 0\.\d+ ratio \(np=1 .* images/sec\) "
-                                             r"is below the lower bound 0.99 \(target 0.55; source: "):
-        _run_property("scaling.efficiency", profile, training_runs=runs)
+    with pytest.raises(AssertionError, match=r"scaling.efficiency = 0\.\d+ ratio \(95 % interval [\d.]+-[\d.]+ %; "
+                                             r"np=2 .* images/sec, np=1 [\d.]+ from the np=1 job; medians of the "
+                                             r"steps\) is below the lower bound 0.99 \(target 0.55; source: "):
+        _run_property("scaling.efficiency", profile, scaling_runs=table)
 
 
 def test_a_property_the_profile_skips_is_recorded_with_its_reason():

@@ -7,7 +7,18 @@ one line ``REFARCH_RESULT {json}`` with:
   world_size, hosts (one hostname per rank), gloo_ifaces (the interface
   horovodrun gave Gloo, per rank), batch_size (per rank),
   images_per_sec (total over all ranks, mean of the timed steps),
-  images_per_sec_per_rank, step_times_s (list), model, image_size.
+  images_per_sec_per_rank, step_times_s (list, seconds per timed step of
+  the whole job), model, image_size, and with --baseline-rounds R > 0 at
+  world size > 1: rounds (list of {"single_step_times_s": [...],
+  "step_times_s": [...]}, in the order they ran).
+
+Baseline rounds: the timed steps are split into R rounds; each round first
+times as many steps of rank 0 training alone (its own gradients, no
+allreduce: what np=1 computes) while the other ranks wait, then the steps
+of the whole job.  Both figures of a round are measured within seconds of
+each other, so a machine whose speed changes shows the change in both
+instead of in their ratio.  Rank 0's weights then differ from the others'
+(it applied its own gradients): this benchmark measures speed only.
 """
 
 import argparse
@@ -26,6 +37,8 @@ def parse_args():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--intra-op-threads", type=int, default=1)
+    p.add_argument("--baseline-rounds", type=int, default=0,
+                   help="rounds of rank-0-alone steps interleaved with the job's steps (0: none)")
     return p.parse_args()
 
 
@@ -46,30 +59,56 @@ def main():
     images = tf.random.uniform([args.batch_size, args.image_size, args.image_size, 3])
     labels = tf.random.uniform([args.batch_size], maxval=args.classes, dtype=tf.int64)
 
-    # One traced step function: a Python flag for "first step" would trace
-    # ResNet50's forward and backward pass twice (6-10 s of a 2-core node).
-    # The first step creates the optimizer's state; rank 0's weights and
-    # state then go to every rank, eagerly, before anything is timed.
+    def averaged(grads):
+        # What DistributedGradientTape does by default: one allreduce
+        # (average) per gradient, fused by Horovod's background thread.
+        return [hvd.allreduce(g, op=hvd.Average) for g in grads]
+
+    # One traced step function for both kinds of step: a Python flag would
+    # trace ResNet50's forward and backward pass twice (6-10 s of a 2-core
+    # node); tf.cond runs one branch (Horovod's own allreduce uses tf.cond
+    # the same way).  The first step creates the optimizer's state; rank
+    # 0's weights and state then go to every rank, eagerly, before
+    # anything is timed.
     @tf.function
-    def step():
+    def step(together):
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
-        tape = hvd.DistributedGradientTape(tape)
         grads = tape.gradient(loss, model.trainable_variables)
+        grads = tf.cond(together, lambda: averaged(grads), lambda: list(grads))
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    step()
+    def timed_steps(count, together):
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            step(together).numpy()
+            times.append(time.perf_counter() - start)
+        return times
+
+    job, alone = tf.constant(True), tf.constant(False)
+    step(job)
     hvd.broadcast_variables(model.variables, root_rank=0)
     hvd.broadcast_variables(opt.variables(), root_rank=0)
     for _ in range(args.warmup_steps):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        loss = step()
-        loss.numpy()
-        times.append(time.perf_counter() - start)
+        step(job)
+    rounds = []
+    if args.baseline_rounds > 0 and hvd.size() > 1:
+        if hvd.rank() == 0:
+            step(alone)  # untimed: the branch's first run
+        hvd.allreduce(tf.constant(0.0), name="refarch_round_start")
+        count = min(args.baseline_rounds, args.steps)
+        per_round = [args.steps // count + (1 if r < args.steps % count else 0) for r in range(count)]
+        for r, n in enumerate(per_round):
+            single = timed_steps(n, alone) if hvd.rank() == 0 else []
+            # The others wait here while rank 0 trains alone.
+            hvd.allreduce(tf.constant(0.0), name=f"refarch_round{r}")
+            rounds.append({"single_step_times_s": [round(t, 4) for t in single],
+                           "step_times_s": [round(t, 4) for t in timed_steps(n, job)]})
+        times = [t for rnd in rounds for t in rnd["step_times_s"]]
+    else:
+        times = timed_steps(args.steps, job)
     per_rank = args.batch_size * len(times) / sum(times)
     total = hvd.allreduce(tf.constant(per_rank), op=hvd.Sum).numpy()
     hosts = hvd.allgather_object(socket.gethostname())
@@ -88,6 +127,8 @@ def main():
             "image_size": args.image_size,
             "pid": os.getpid(),
         }
+        if rounds:
+            result["rounds"] = rounds
         print("REFARCH_RESULT " + json.dumps(result), flush=True)
 
 
