@@ -8,22 +8,25 @@ from __future__ import annotations
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from .paths import ROOT
 
 
 def run_checks(run_id: str, selection: str, junit: Path, tests: Sequence[str] = ("tests/integration",),
-               extra_args: Sequence[str] = (), timeout_s: int = 900) -> dict[str, tuple[str, str]]:
+               extra_args: Sequence[str] = (), timeout_s: int = 900,
+               env: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """Run ``tests`` (paths under the checkout) selected by ``selection``
-    (pytest -k; empty: all) against the kept cluster ``run_id``; returns
-    {test name: (outcome, message)}: outcome passed, failed (also errors)
-    or skipped; message is the failure's message and text."""
+    (pytest -k; empty: all) against the kept cluster ``run_id``, in ``env``
+    (default: this process's); returns {test name: (outcome, message)}:
+    outcome passed, failed (also errors) or skipped; message is the
+    failure's message and text."""
     cmd = [sys.executable, "-m", "pytest", *(str(ROOT / t) for t in tests), "--run-id", run_id,
            *(["-k", selection] if selection else []), "-p", "no:cacheprovider", "-q", f"--junitxml={junit}",
            *extra_args]
-    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False)
+    subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s, check=False,
+                   env=dict(env) if env is not None else None)
     outcomes = {}
     for case in ET.parse(junit).getroot().iter("testcase"):
         failure = case.find("failure")

@@ -288,6 +288,21 @@ def _gate(args) -> int:
     return 0
 
 
+def _compare(args) -> int:
+    from . import compare
+
+    baseline = args.baseline or compare.previous_tag()
+    result = compare.run(baseline, args.candidate, args.repetitions, args.profile, parse_overrides(args.set),
+                         Path(args.out) if args.out else None)
+    print(f"compare: {result['baseline']} ({result['baseline_version']}) against {result['candidate']} "
+          f"({result['candidate_version']}), {result['repetitions']} repetitions each, side by side in "
+          f"{result['duration_s']:.0f} s:")
+    for fig in result["figures"]:
+        print(f"  {fig['message']}")
+    print(f"wrote {result['folder']}/compare.json" + (f" and {args.out}" if args.out else ""))
+    return 1 if any(f["verdict"] == "regression" for f in result["figures"]) else 0
+
+
 def _vm(args) -> int:
     from . import vm
 
@@ -458,6 +473,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--policy", default=str(ROOT / "validation" / "policy.yml"), help="release policy file")
     g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
     g.set_defaults(func=_gate)
+    c = sub.add_parser("compare", help="measure two versions side by side on this machine",
+                       description="deploys the baseline's and the candidate's descriptors as two kept clusters, "
+                                   "measures them interleaved N times and writes compare.json: each figure's "
+                                   "candidate/baseline ratio with a 95 %% interval and its verdict; exit 1 on a "
+                                   "regression")
+    c.add_argument("baseline", nargs="?", help="git ref (default: the highest v* tag below descriptors/VERSION)")
+    c.add_argument("candidate", nargs="?", default="worktree", help="git ref (default: the working tree)")
+    c.add_argument("-n", "--repetitions", type=int, default=5, help="repetitions per version (default 5, at least 3)")
+    c.add_argument("--profile", default="local", help="profile of both clusters (default local)")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile value of both, e.g. nodes.flavor.memory_mb=4096")
+    c.add_argument("--out", help="also write compare.json here (validation/<version>/compare.json for the gate)")
+    c.set_defaults(func=_compare)
     v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs and cloud-init scenarios)",
                        description="up: boot VMs from the cached VM image with cloud-init seeds rendered by "
                                    "Terraform, kept until `refarch destroy RUN_ID`; reboot: reboot one and wait")

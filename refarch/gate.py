@@ -28,9 +28,11 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from . import properties
 from . import records as rec
 from . import version as ver
-from .errors import RefarchError
+from .errors import ProfileError, RefarchError
+from .profile import load_profile
 
 POLICY_FILE = rec.VALIDATION_DIR / "policy.yml"
 
@@ -44,6 +46,10 @@ class RecordRule(_Strict):
 
     #: Property ids that must have been measured and passed.
     must_pass: list[str] = Field(default_factory=list)
+    #: Reference overrides (``properties.<id>.reference.<key>`` -> value)
+    #: the record is made and judged with (e.g. a 3-node variant on 2
+    #: cores); any other override of a reference refuses the record.
+    references: dict[str, float] = Field(default_factory=dict)
 
 
 class Tolerance(_Strict):
@@ -60,6 +66,15 @@ class Regression(_Strict):
     on_regression: Literal["fail", "warn"] = "fail"
     #: Figure name (or its name before ``[``) -> tolerance.
     tolerances: dict[str, Tolerance] = Field(default_factory=dict)
+    #: Tolerances of a side-by-side comparison (refarch compare), tighter
+    #: than between records of two days: both sides share the machine and
+    #: the hour.  A figure not named here takes its ``tolerances`` entry.
+    side_by_side: dict[str, Tolerance] = Field(default_factory=dict)
+    #: Records of two machines (refarch.version.machine) are not compared
+    #: figure by figure; without a side-by-side comparison of the two
+    #: versions (``validation/<version>/compare.json``, refarch compare),
+    #: or with an inconclusive one, the gate fails or warns.
+    without_comparison: Literal["fail", "warn"] = "warn"
 
 
 class Policy(_Strict):
@@ -70,6 +85,10 @@ class Policy(_Strict):
     #: Property ids whose ``warn`` verdict is accepted (reported, not failed).
     may_warn: list[str] = Field(default_factory=list)
     regression: Regression = Field(default_factory=Regression)
+    #: A record made by another judge (refarch.version.judge_hash: the
+    #: suite, its checks, the profiles or this policy changed since) fails
+    #: the gate or is reported as a warning.
+    on_other_judge: Literal["fail", "warn"] = "warn"
 
 
 def load_policy(path: Path = POLICY_FILE) -> Policy:
@@ -157,13 +176,79 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}"
 
 
+def rejudge(record: dict, declared: dict | None = None) -> tuple[dict, list[str]]:
+    """The record's properties judged again against the references of its
+    profile in this tree, with the record's overrides of other settings
+    and the reference overrides the policy ``declared`` for this record
+    (:attr:`RecordRule.references`), and the reasons it cannot stand as
+    that profile.
+
+    Returns (property id -> property, the re-judged ones with ``verdict``,
+    ``message`` and ``recorded_verdict``; problems: each override of a
+    reference, naming it, and a profile that no longer loads).  Verdicts
+    without a figure to judge (skip, error) stay as recorded.
+    """
+    overrides, declared = record.get("overrides") or {}, declared or {}
+    problems = [f"made with an overridden reference ({key}={value}) the policy does not declare for it: it cannot "
+                f"stand as profile {record.get('profile')}" for key, value in sorted(overrides.items())
+                if key.startswith("properties.") and declared.get(key) != value]
+    props = dict(record.get("properties") or {})
+    try:
+        profile = load_profile(record.get("profile", "?"),
+                               {**{k: v for k, v in overrides.items() if not k.startswith("properties.")}, **declared})
+    except ProfileError as exc:
+        return props, [*problems, f"its profile cannot be judged again: {exc}"]
+    specs = profile.property_specs()
+    for prop_id, prop in props.items():
+        spec = specs.get(prop_id)
+        if spec is None or prop.get("verdict") in ("skip", "error") or not properties.is_finite_number(
+                prop.get("measured")):
+            continue
+        verdict = properties.judge(prop_id, prop["measured"], spec)
+        if verdict.status != prop["verdict"]:
+            props[prop_id] = {**prop, "verdict": verdict.status, "recorded_verdict": prop["verdict"],
+                              "message": f"{verdict.message} (judged again against profile {profile.name} in this "
+                                         f"tree; recorded as {prop['verdict']})"}
+    return props, problems
+
+
+def load_comparison(version: str, root: Path = rec.VALIDATION_DIR) -> dict | None:
+    """``root/<version>/compare.json`` (refarch compare: this version
+    against the previous one, side by side), or None.
+
+    Raises:
+        RefarchError: the file is not JSON.
+    """
+    path = root / version / "compare.json"
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise RefarchError(f"{path}: not JSON ({exc})") from None
+
+
+def _machine_text(record: dict) -> str:
+    m = record.get("machine") or {}
+    if not m:
+        return "no machine description (recorded before records carried one)"
+    return f"{m.get('cpu_model')}, {m.get('cores')} cores, {m.get('memory_bytes', 0) / 2 ** 30:.0f} GiB, " \
+           f"kernel {m.get('kernel')}"
+
+
 def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
-             tree: ver.TreeHash | None = None, declared: str | None = None) -> GateResult:
+             tree: ver.TreeHash | None = None, declared: str | None = None,
+             judge: str | None = None) -> GateResult:
     """Judge ``version`` against ``policy`` with the records under ``root``.
 
     ``tree`` is the descriptor tree the release would ship (default: the
     one on disk); ``declared`` the version ``descriptors/VERSION`` names
-    (default: read it).
+    (default: read it); ``judge`` the hash of what judges in this tree
+    (default: :func:`refarch.version.judge_hash`).  Every record's
+    properties are judged again against its profile in this tree
+    (:func:`rejudge`).  Figures are compared with the previous version's
+    record only when both come from the same machine; otherwise the gate
+    reads the side-by-side comparison (:func:`load_comparison`).
 
     Raises:
         RefarchError: ``version`` is not a semantic version; a record is not JSON.
@@ -175,7 +260,9 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
     if declared != version:
         result.problems.append(f"descriptors/VERSION says {declared}, not {version}: bump it (and the CHANGELOG) "
                                "before validating and tagging")
+    judge = judge if judge is not None else ver.judge_hash()
     found = rec.load_records(version, root)
+    comparison = load_comparison(version, root)
     for name, rule in policy.records.items():
         record = found.get(name)
         where = root / version / f"{name}.json"
@@ -189,10 +276,17 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
             result.problems.append(f"{name}: record made for descriptor tree {record.get('tree_hash')} "
                                    f"({record.get('tree_hash_kind')}), the descriptors are now {tree.value} "
                                    f"({tree.kind}): validate these descriptors again")
+        if record.get("judge_hash") != judge:
+            made = (f"judge {str(record['judge_hash'])[:12]}, suite commit {record.get('commit')}"
+                    if record.get("judge_hash") else "no judge hash: made before records carried one")
+            (result.problems if policy.on_other_judge == "fail" else result.warnings).append(
+                f"{name}: record made by another judge ({made}); this tree judges with {judge[:12]} (the suite, "
+                "its checks, the profiles or the policy changed since): validate again to be judged by this tree")
         for check_id in record.get("failed_checks", []):
             msg = (record["checks"].get(check_id, {}).get("outcomes") or [{}])[-1].get("message", "")
             result.problems.append(f"{name}: check {check_id} failed" + (f": {msg.splitlines()[0]}" if msg else ""))
-        props = record.get("properties", {})
+        props, refused = rejudge(record, rule.references)
+        result.problems += [f"{name}: record {where}: {why}" for why in refused]
         for prop_id in rule.must_pass:
             prop = props.get(prop_id)
             if prop is None or prop["verdict"] == "skip":
@@ -205,16 +299,20 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
                                        f"{bounds}; run {prop['run_id']})")
             elif prop["verdict"] != "pass":
                 result.problems.append(f"{name}: property {prop_id} = {shown} is {prop['verdict']} ({bounds}; run "
-                                       f"{prop['run_id']})")
-        for prop_id in record.get("failed_properties", []):
-            if prop_id not in rule.must_pass:
-                result.problems.append(f"{name}: property {prop_id} is {props[prop_id]['verdict']} (run "
-                                       f"{props[prop_id]['run_id']})")
+                                       f"{prop['run_id']})" + (f": {prop['message']}" if prop.get("recorded_verdict")
+                                                               else ""))
+        for prop_id, prop in sorted(props.items()):
+            if prop_id not in rule.must_pass and prop["verdict"] in ("fail", "error"):
+                result.problems.append(f"{name}: property {prop_id} is {prop['verdict']} (run {prop['run_id']})"
+                                       + (f": {prop['message']}" if prop.get("recorded_verdict") else ""))
         prev_version = previous_version(version, name, root)
         if prev_version is None:
             continue
         result.previous[name] = prev_version
         previous = rec.load_records(prev_version, root)[name]
+        if not record.get("machine") or record.get("machine") != previous.get("machine"):
+            _compared(name, record, previous, prev_version, comparison, policy, result)
+            continue
         for reg in regressions(record, previous, policy):
             result.regressions.append(reg)
             line = (f"{name}: {reg['figure']} regressed from {_fmt(reg['previous'])} ({prev_version}) to "
@@ -222,6 +320,27 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
                     f"{reg['tolerance']:.0%} ({reg['better']} is better)")
             (result.problems if policy.regression.on_regression == "fail" else result.warnings).append(line)
     return result
+
+
+def _compared(name: str, record: dict, previous: dict, prev_version: str, comparison: dict | None,
+              policy: Policy, result: GateResult) -> None:
+    """Records of two machines: the side-by-side comparison decides."""
+    where = result.problems if policy.regression.without_comparison == "fail" else result.warnings
+    why = (f"{name}: figures of {prev_version} ({_machine_text(previous)}) and {result.version} "
+           f"({_machine_text(record)}) come from different machines and are not compared one by one")
+    if comparison is None or comparison.get("baseline_version") != prev_version:
+        where.append(f"{why}; no side-by-side comparison with {prev_version} "
+                     f"(validation/{result.version}/compare.json: `refarch compare v{prev_version}`)")
+        return
+    for fig in comparison.get("figures", []):
+        text = (f"{name}: {fig['figure']} candidate/baseline {fig['ratio']:.3f} (95 % interval "
+                f"{fig['ci95'][0]:.3f}-{fig['ci95'][1]:.3f}) against {prev_version}, side by side: {fig['verdict']}")
+        if fig["verdict"] == "regression":
+            result.regressions.append({"record": name, "figure": fig["figure"], "previous_version": prev_version,
+                                       "ratio": fig["ratio"], "ci95": fig["ci95"], "side_by_side": True})
+            (result.problems if policy.regression.on_regression == "fail" else result.warnings).append(text)
+        elif fig["verdict"] == "inconclusive":
+            where.append(text)
 
 
 def write_gate(result: GateResult, root: Path = rec.VALIDATION_DIR) -> Path:

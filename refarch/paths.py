@@ -12,7 +12,10 @@ import yaml
 
 #: Repository root (the folder holding ``descriptors/``).
 ROOT = Path(__file__).resolve().parent.parent
-DESCRIPTORS = ROOT / "descriptors"
+#: The descriptor tree deployed and validated: the checkout's, or another
+#: version's (``$REFARCH_DESCRIPTORS``: refarch compare deploys the baseline
+#: from a copy of its tree).
+DESCRIPTORS = Path(os.environ.get("REFARCH_DESCRIPTORS") or ROOT / "descriptors")
 PROFILES_DIR = DESCRIPTORS / "profiles"
 TERRAFORM_DIR = DESCRIPTORS / "terraform"
 ANSIBLE_DIR = DESCRIPTORS / "ansible"

@@ -129,6 +129,8 @@ class Results:
             "architecture_version": version.architecture_version(),
             **version.descriptor_tree_hash().as_dict(),
             "commit": version.commit(),
+            "judge_hash": version.judge_hash(),
+            "machine": version.machine(),
             "pins_hash": pins_hash(),
             "overrides": self.overrides,
             "tools": version.tool_versions(),

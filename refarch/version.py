@@ -113,6 +113,46 @@ def commit() -> str | None:
     return head + ("-dirty" if dirty else "")
 
 
+#: What judges a run (relative to the checkout): the suite's code and
+#: checks, the profiles' references and the release policy.  A record
+#: carries their hash (:func:`judge_hash`) and the gate reports a record
+#: made by another judge.
+JUDGE_PATHS = ("refarch", "tests", "descriptors/profiles", "validation/policy.yml")
+
+
+def judge_hash(root: Path = ROOT) -> str:
+    """sha256 over the relative path and bytes of every file of
+    :data:`JUDGE_PATHS` (what git lists, tracked or untracked but not
+    ignored; outside git every file but ``__pycache__``)."""
+    try:
+        listed = git("ls-files", "-co", "--exclude-standard", "-z", "--", *JUDGE_PATHS, cwd=root).split("\0")
+        names = sorted({n for n in listed if n and (root / n).is_file()})
+    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
+        names = sorted({p.relative_to(root).as_posix() for base in JUDGE_PATHS
+                        for p in ([root / base] if (root / base).is_file() else (root / base).rglob("*"))
+                        if p.is_file() and "__pycache__" not in p.parts})
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(name.encode() + b"\0" + hashlib.sha256((root / name).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def machine() -> dict:
+    """What a figure measured here depends on: ``cpu_model`` (/proc/cpuinfo),
+    ``cores`` (logical CPUs), ``memory_bytes`` (MemTotal), ``kernel``
+    (uname -r).  Absolute figures of two records are compared only when
+    these are equal."""
+    model, memory = "unknown", 0
+    try:
+        model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                      if line.startswith("model name")), model)
+        memory = next((int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal:")), 0)
+    except OSError:
+        pass
+    return {"cpu_model": model, "cores": os.cpu_count() or 0, "memory_bytes": memory, "kernel": platform.release()}
+
+
 #: Python packages of the suite whose versions go into the results and records.
 SUITE_PACKAGES = ("pytest", "pytest-testinfra", "ansible-core", "tftest", "openstacksdk", "python-gitlab")
 

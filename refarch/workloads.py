@@ -64,11 +64,13 @@ def benchmark_args(profile, batch_size: int | None = None) -> str:
     """The synthetic benchmark's command line from the profile's ``smoke``
     (``batch_size`` images per rank per step; default smoke.batch_size).
     Jobs at np > 1 time rank 0 alone in ``smoke.baseline_rounds`` rounds
-    beside their own steps (their np=1 baseline)."""
+    beside their own steps (their np=1 baseline); with 0 the option is
+    left out (a tree whose benchmark predates it runs too)."""
     s = profile.smoke
     return (f"tf2_synthetic_benchmark.py --model {shlex.quote(s.model)} --image-size {s.image_size}"
             f" --batch-size {batch_size or s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
-            f" --intra-op-threads {s.intra_op_threads} --baseline-rounds {s.baseline_rounds}")
+            f" --intra-op-threads {s.intra_op_threads}"
+            + (f" --baseline-rounds {s.baseline_rounds}" if s.baseline_rounds else ""))
 
 
 def convergence_args(profile, global_batch: int | None = None) -> str:

@@ -50,10 +50,10 @@ SCENARIOS = {
     "version tag, with a cloud": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD}, [], {
         **ALWAYS, "pipeline": "on_success", "integration-local": "manual", "availability-local": "manual",
         "configurability-local": "manual", "lifecycle-local": "manual", "integration-openstack": "on_success",
-        "gate": "on_success", "release": "on_success"}),
+        "compare-local": "on_success", "gate": "on_success", "release": "on_success"}),
     "schedule, with a cloud": ({"CI_PIPELINE_SOURCE": "schedule", **CLOUD}, [], {
         **ALWAYS, **ROLE_JOBS, "pipeline": "on_success", "availability-local": "on_success",
-        "configurability-local": "on_success", "janitor": "on_success"}),
+        "configurability-local": "on_success", "compare-local": "on_success", "janitor": "on_success"}),
 }
 
 

@@ -14,11 +14,15 @@ from refarch.paths import ROOT
 
 DATA = Path(__file__).parent / "data" / "records"
 TREE = version.TreeHash("1f" * 20, "git-tree")
+#: The 3-node record's references (validation/policy.yml, tox.ini).
+THREE_NODES = {f"properties.scaling.efficiency.reference.{k}": v
+               for k, v in {"target": 0.36, "lower": 0.2, "warn_below": 0.28, "warn_above": 0.5}.items()}
 POLICY = gate.Policy.model_validate({
     "records": {
         "local": {"must_pass": ["scaling.efficiency", "convergence.ranks_diverged", "availability.recovery_s",
                                "exposure.outside_open_ports"]},
-        "local-3nodes": {"must_pass": ["scaling.efficiency", "communication.busbw_to_tcp"]},
+        "local-3nodes": {"must_pass": ["scaling.efficiency", "communication.busbw_to_tcp"],
+                         "references": THREE_NODES},
     },
     "may_warn": ["scaling.efficiency"],
     "regression": {"on_regression": "fail", "tolerances": {
@@ -27,17 +31,27 @@ POLICY = gate.Policy.model_validate({
 })
 
 
-def run(name: str, tree: version.TreeHash = TREE, ver: str = "0.2.0", overrides=None) -> dict:
+JUDGE = "ab" * 32
+MACHINE = {"cpu_model": "AMD EPYC", "cores": 2, "memory_bytes": 25276502016, "kernel": "6.18.44"}
+
+
+def run(name: str, tree: version.TreeHash = TREE, ver: str = "0.2.0", overrides=None, machine=None) -> dict:
     data = json.loads((DATA / f"{name}.json").read_text())
     # The three runs were made days apart, with different pins: the tests give them one tree.
     data.update(tree.as_dict(), architecture_version=ver, overrides=overrides or {}, tools={"python": "3.11.7"},
-                pins_hash="0123456789abcdef")
+                pins_hash="0123456789abcdef", judge_hash=JUDGE, machine=machine or MACHINE)
     return data
 
 
-def records_for(root: Path, ver: str = "0.2.0", tree=TREE, main=None) -> Path:
-    local = records.build_record([main or run("main-local", tree, ver), run("availability-local", tree, ver)])
-    three = records.build_record([run("configurability-3nodes", tree, ver, {"nodes.count": 3})], "local-3nodes")
+def evaluate(root, policy=POLICY, ver="0.2.0", tree=TREE, declared="0.2.0", judge=JUDGE):
+    return gate.evaluate(ver, policy, root, tree=tree, declared=declared, judge=judge)
+
+
+def records_for(root: Path, ver: str = "0.2.0", tree=TREE, main=None, machine=None) -> Path:
+    local = records.build_record([main or run("main-local", tree, ver, machine=machine),
+                                  run("availability-local", tree, ver, machine=machine)])
+    three = records.build_record([run("configurability-3nodes", tree, ver, {"nodes.count": 3, **THREE_NODES},
+                                      machine)], "local-3nodes")
     records.write_record(local, root)
     records.write_record(three, root)
     return root
@@ -99,11 +113,11 @@ def test_a_record_refuses_mixed_or_unnamed_runs():
 
 def test_the_gate_accepts_a_complete_passing_set_and_writes_gate_json(tmp_path):
     main = run("main-local")
-    next(p for p in main["properties"] if p["id"] == "scaling.efficiency")["verdict"] = "warn"
+    next(p for p in main["properties"] if p["id"] == "scaling.efficiency").update(verdict="warn", measured=0.40)
     root = records_for(tmp_path, main=main)
-    result = gate.evaluate("0.2.0", POLICY, root, tree=TREE, declared="0.2.0")
+    result = evaluate(root)
     assert result.passed, result.problems
-    assert result.warnings == ["local: property scaling.efficiency = 0.4958 ratio warned (accepted by the policy; "
+    assert result.warnings == ["local: property scaling.efficiency = 0.4 ratio warned (accepted by the policy; "
                                "lower 0.35; run hvd-root-xngjnl)"]
     written = json.loads(gate.write_gate(result, root).read_text())
     assert written["passed"] and written["tree_hash"] == TREE.value
@@ -115,7 +129,7 @@ def test_the_gate_names_a_missing_profile_a_failed_property_and_a_changed_tree(t
     prop.update(measured=1, verdict="fail")
     root = records_for(tmp_path, main=main)
     (root / "0.2.0" / "local-3nodes.json").unlink()
-    result = gate.evaluate("0.2.0", POLICY, root, tree=version.TreeHash("3" * 40, "git-tree"), declared="0.2.0")
+    result = evaluate(root, tree=version.TreeHash("3" * 40, "git-tree"))
     assert not result.passed
     text = "\n".join(result.problems)
     assert "local-3nodes: no validation record" in text
@@ -125,7 +139,7 @@ def test_the_gate_names_a_missing_profile_a_failed_property_and_a_changed_tree(t
 
 
 def test_the_gate_refuses_a_version_the_descriptors_do_not_declare(tmp_path):
-    result = gate.evaluate("0.2.0", POLICY, records_for(tmp_path), tree=TREE, declared="0.1.0")
+    result = evaluate(records_for(tmp_path), declared="0.1.0")
     assert result.problems == ["descriptors/VERSION says 0.1.0, not 0.2.0: bump it (and the CHANGELOG) before "
                                "validating and tagging"]
 
@@ -137,14 +151,14 @@ def test_a_regression_against_the_previous_release_names_both_figures(tmp_path):
         if row["world_size"] == 2:
             row["images_per_sec"] = 50.0
     root = records_for(tmp_path, "0.2.0", main=slower)
-    result = gate.evaluate("0.2.0", POLICY, root, tree=TREE, declared="0.2.0")
+    result = evaluate(root)
     assert result.previous == {"local": "0.1.0", "local-3nodes": "0.1.0"}
     assert [r["figure"] for r in result.regressions] == ["images_per_sec[np=2,batch=16]"]
     assert any("images_per_sec[np=2,batch=16] regressed from 72.14 (0.1.0) to 50 (0.2.0): -30.7%, tolerance 15%"
                in p for p in result.problems)
     warn_only = POLICY.model_copy(deep=True)
     warn_only.regression.on_regression = "warn"
-    assert gate.evaluate("0.2.0", warn_only, root, tree=TREE, declared="0.2.0").passed
+    assert evaluate(root, warn_only).passed
 
 
 def test_the_project_policy_names_known_properties_and_figures():
@@ -188,3 +202,111 @@ def test_results_carry_version_tree_hash_and_tools(tmp_path):
     assert data["tree_hash"] == version.descriptor_tree_hash().value and data["tree_hash_kind"] == "git-tree"
     assert data["overrides"] == {"nodes.count": 3} and "python" in data["tools"]
     assert copy.deepcopy(data) == data
+
+
+# Records bind the judge ----------------------------------------------------------------------
+def test_a_record_made_with_an_overridden_reference_is_refused_naming_the_override(tmp_path):
+    lenient = {"properties.scaling.efficiency.reference.lower": 0}
+    local = records.build_record([run("main-local", overrides=lenient), run("availability-local", overrides=lenient)],
+                                 "local")
+    root = records_for(tmp_path)
+    records.write_record(local, root)
+    result = evaluate(root)
+    assert not result.passed
+    assert any("local: record " in p and "made with an overridden reference (properties.scaling.efficiency."
+               "reference.lower=0) the policy does not declare for it: it cannot stand as profile local" in p
+               for p in result.problems)
+
+
+def test_every_figure_is_judged_again_against_the_profile_in_this_tree(tmp_path):
+    """A record that says pass for a figure this tree's profile fails
+    (e.g. a reference tightened after the record was made)."""
+    main = run("main-local")
+    prop = next(p for p in main["properties"] if p["id"] == "scaling.efficiency")
+    prop.update(measured=0.30, verdict="pass")  # below the local profile's lower bound 0.35
+    result = evaluate(records_for(tmp_path, main=main))
+    assert not result.passed
+    assert any(p.startswith("local: property scaling.efficiency = 0.3 ratio is fail (lower 0.35") and
+               "judged again against profile local in this tree; recorded as pass" in p for p in result.problems)
+
+
+def test_a_record_made_by_another_judge_is_reported(tmp_path):
+    root = records_for(tmp_path)
+    result = evaluate(root, judge="cd" * 32)
+    assert result.passed
+    assert any(w.startswith(f"local: record made by another judge (judge {JUDGE[:12]}, suite commit ") and
+               "this tree judges with cdcdcdcdcdcd" in w for w in result.warnings)
+    strict = POLICY.model_copy(deep=True)
+    strict.on_other_judge = "fail"
+    assert not evaluate(root, strict, judge="cd" * 32).passed
+    assert evaluate(root).warnings == []
+
+
+def test_the_judge_hash_follows_the_suite_and_the_profiles(tmp_path):
+    repo = tmp_path / "repo"
+    for rel in ("refarch/a.py", "tests/t.py", "descriptors/profiles/local.yml", "validation/policy.yml",
+                "descriptors/VERSION"):
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(rel)
+    first = version.judge_hash(repo)
+    (repo / "descriptors" / "VERSION").write_text("0.3.0")  # the descriptors are not the judge
+    assert version.judge_hash(repo) == first
+    (repo / "descriptors" / "profiles" / "local.yml").write_text("changed")
+    assert version.judge_hash(repo) != first
+
+
+# Another machine: compared side by side only ---------------------------------------------
+OTHER = {**MACHINE, "cpu_model": "Intel Xeon", "kernel": "6.1.0"}
+
+
+def _slower_on_another_machine(tmp_path) -> Path:
+    """The issue's case: the same descriptors measured on another machine:
+    np=1 37.0 and np=2 40.0 images/sec against the record's 67.8 / 72.1."""
+    records_for(tmp_path, "0.1.0")
+    slower = run("main-local", machine=OTHER)
+    for row in slower["smoke"]["runs"]:
+        row["images_per_sec"] = {1: 37.0, 2: 40.0}[row["world_size"]]
+    return records_for(tmp_path, "0.2.0", main=slower, machine=OTHER)
+
+
+def test_figures_of_another_machine_are_not_regressions(tmp_path):
+    result = evaluate(_slower_on_another_machine(tmp_path))
+    assert result.passed and result.regressions == []
+    assert any("local: figures of 0.1.0 (AMD EPYC, 2 cores, 24 GiB, kernel 6.18.44) and 0.2.0 (Intel Xeon, 2 "
+               "cores, 24 GiB, kernel 6.1.0) come from different machines" in w and
+               "no side-by-side comparison with 0.1.0" in w for w in result.warnings)
+    strict = POLICY.model_copy(deep=True)
+    strict.regression.without_comparison = "fail"
+    assert not evaluate(tmp_path, strict).passed
+
+
+def test_a_side_by_side_regression_fails_the_gate(tmp_path):
+    root = _slower_on_another_machine(tmp_path)
+    (root / "0.2.0" / "compare.json").write_text(json.dumps({"baseline_version": "0.1.0", "figures": [
+        {"figure": "images_per_sec[np=2,batch=16]", "ratio": 0.86, "ci95": [0.82, 0.89], "verdict": "regression"},
+        {"figure": "busbw_Bps", "ratio": 0.97, "ci95": [0.80, 1.15], "verdict": "inconclusive"},
+        {"figure": "images_per_sec[np=1,batch=16]", "ratio": 1.01, "ci95": [0.97, 1.04],
+         "verdict": "no change detected"}]}))
+    result = evaluate(root)
+    assert not result.passed and "compare" not in records.load_records("0.2.0", root)
+    assert "local: images_per_sec[np=2,batch=16] candidate/baseline 0.860 (95 % interval 0.820-0.890) against " \
+           "0.1.0, side by side: regression" in result.problems
+    assert any("busbw_Bps" in w and "inconclusive" in w for w in result.warnings)
+
+
+def test_run_time_leaves_out_the_builds():
+    data = run("main-local")
+    data["phases_s"] = {"image": 200.0, "wheel": 150.0, "deploy": 3.0, "configure": 60.0, "smoke": 60.0}
+    assert records.figures(data)["run_time_s"] == 123.0
+
+
+def test_the_policy_declares_the_references_tox_sets_for_the_3_node_record():
+    import configparser
+    import shlex
+
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    words = shlex.split(tox["testenv:configurability"]["commands"].replace("\n", " "))
+    sets = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--set")
+    declared = gate.load_policy().records["local-3nodes"].references
+    assert {k: float(v) for k, v in sets.items() if k.startswith("properties.")} == declared

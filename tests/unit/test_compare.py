@@ -1,0 +1,144 @@
+"""Side-by-side comparison (refarch.comparison, refarch.compare) offline:
+the statistics on figures measured on this machine, bad input refused
+before anything is deployed, the repetitions interleaved, and both
+clusters torn down on failure with no verdict written."""
+
+import subprocess
+
+import pytest
+
+from refarch import compare, comparison, gate
+from refarch.errors import RefarchError
+
+#: images/sec at np=2 (median of the steps) of seven runs of the same tree
+#: on one kept cluster, 2026-12-01 (ci/refarch test ... -k scaling).
+NP2 = [43.6, 45.9, 42.9, 43.0, 42.1, 42.2, 42.2]
+#: np=1 (the np=1 job) of the same runs.
+NP1 = [38.4, 35.4, 40.1, 39.5, 37.9, 32.4, 36.5]
+
+
+def test_the_same_tree_twice_is_no_change_or_inconclusive_never_a_regression():
+    """A/A: the same runs split in two halves, side-by-side tolerance 5 %."""
+    fig = comparison.compare_figure("images_per_sec[np=2,batch=16]", NP2[::2], NP2[1::2], 0.05, "higher")
+    assert fig["verdict"] == "no change detected", fig["message"]
+    assert fig["ci95"][0] <= fig["ratio"] <= fig["ci95"][1]
+    noisy = comparison.compare_figure("images_per_sec[np=1,batch=16]", NP1[::2], NP1[1::2], 0.05, "higher")
+    assert noisy["verdict"] == "inconclusive", noisy["message"]  # 32.4-40.1: a 5 % change cannot be excluded
+
+
+def test_a_real_slowdown_is_a_regression_with_both_medians_and_the_interval():
+    """10 % slower (the seeded slowdown's size) against 7 repetitions each."""
+    slower = [round(v * 0.90, 2) for v in NP2]
+    fig = comparison.compare_figure("images_per_sec[np=2,batch=16]", NP2, slower, 0.05, "higher")
+    assert fig["verdict"] == "regression", fig["message"]
+    assert fig["message"].startswith("images_per_sec[np=2,batch=16]: regression (candidate 38.61 against baseline "
+                                     "42.9, median of 7 and 7; candidate/baseline 0.900, 95 % interval 0.871-0.930")
+    assert fig["ci95"][1] < 0.95
+
+
+def test_a_spread_too_wide_is_inconclusive_never_a_pass():
+    fig = comparison.compare_figure("images_per_sec", [40.0, 41.0, 39.0], [40.0, 25.0, 44.0], 0.15, "higher")
+    assert fig["verdict"] == "inconclusive" and "need more repetitions" in fig["message"]
+
+
+def test_lower_is_better_mirrors_the_verdict():
+    assert comparison.verdict(1.3, 1.5, 0.15, "lower") == "regression"  # the candidate takes 30-50 % longer
+    assert comparison.verdict(0.6, 0.8, 0.15, "lower") == "improvement"
+    assert comparison.verdict(0.95, 1.05, 0.15, "lower") == "no change detected"
+
+
+@pytest.mark.parametrize("baseline, candidate, message", [
+    ([1.0, 2.0], [1.0, 2.0, 3.0], "baseline: 2 figures, at least 3 repetitions"),
+    ([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0], "finite and positive"),
+])
+def test_too_few_or_broken_figures_give_no_interval(baseline, candidate, message):
+    with pytest.raises(ValueError, match=message):
+        comparison.ratio_interval(baseline, candidate)
+
+
+def test_every_figure_with_a_tolerance_is_compared():
+    tolerances = gate.load_policy().regression.tolerances
+    base = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5e8, "no_tolerance": 1.0} for v in NP1[:3]]
+    cand = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5.1e8, "no_tolerance": 1.0} for v in NP1[3:6]]
+    names = [f["figure"] for f in comparison.compare_all(base, cand, tolerances)]
+    assert names == ["busbw_Bps", "images_per_sec[np=1,batch=16]"]
+
+
+# Bad input: one line before anything is deployed ------------------------------------------
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "descriptors" / "profiles").mkdir(parents=True)
+    (root / "descriptors" / "VERSION").write_text("0.2.0\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (root / "README").write_text("no descriptors yet")
+    subprocess.run([*git, "add", "README"], check=True)
+    subprocess.run([*git, "commit", "-qm", "before"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "0.2.0"], check=True)
+    return root
+
+
+def test_refs_are_checked_before_anything_is_deployed(repo):
+    assert len(compare.resolve("HEAD", repo)) == 40
+    with pytest.raises(RefarchError, match=r"compare: 'v9\.9\.9' names no commit"):
+        compare.resolve("v9.9.9", repo)
+    with pytest.raises(RefarchError, match=r"compare: HEAD~1 \([0-9a-f]{12}\) has no descriptors/VERSION"):
+        compare.resolve("HEAD~1", repo)
+
+
+def test_no_release_tag_asks_for_a_baseline(repo):
+    with pytest.raises(RefarchError, match="no release tag below .*: name the baseline"):
+        compare.previous_tag(repo)
+
+
+def test_bad_input_is_one_line_before_anything_is_deployed(monkeypatch):
+    monkeypatch.setattr(compare, "_up", lambda *a: pytest.fail("deployed"))
+    with pytest.raises(RefarchError, match="-n 2: at least 3 repetitions"):
+        compare.run("HEAD", repetitions=2)
+    with pytest.raises(RefarchError, match="'no-such-ref' names no commit"):
+        compare.run("no-such-ref")
+    monkeypatch.setattr(compare, "memory_available", lambda: 8 * 2 ** 30)
+    with pytest.raises(RefarchError, match=r"two clusters of 2 nodes with 6144 MiB each need 24\.0 GiB, 8\.0 GiB "
+                                           r"are available: give less memory per node"):
+        compare.run("HEAD")
+
+
+def test_repetitions_alternate_and_a_failure_tears_both_down_with_no_verdict(monkeypatch, tmp_path):
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 64 * 2 ** 30)
+    order, downs = [], []
+
+    def up(side, profile, overrides, log):
+        side.run_id = f"hvd-{side.label}"
+        return side.run_id
+
+    def measure(side, junit):
+        order.append(side.label)
+        if len(order) == 5:
+            raise RefarchError("compare: on the candidate test_scaling_table failed: np=2 ran past 900 s")
+        return {"images_per_sec[np=1,batch=16]": 40.0}
+
+    monkeypatch.setattr(compare, "_up", up)
+    monkeypatch.setattr(compare, "_down", lambda side, log: downs.append(side.run_id))
+    monkeypatch.setattr(compare, "measure", measure)
+    with pytest.raises(RefarchError, match="ran past 900 s"):
+        compare.run("HEAD", repetitions=3)
+    assert order == ["baseline", "candidate", "candidate", "baseline", "baseline"]
+    assert downs == ["hvd-baseline", "hvd-candidate"]
+    assert not list((tmp_path / "runs").glob("compare-*/compare.json"))
+
+
+def test_a_finished_comparison_writes_its_verdicts(monkeypatch, tmp_path):
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 64 * 2 ** 30)
+    values = iter(NP2 + NP2)
+    monkeypatch.setattr(compare, "_up", lambda side, *a: setattr(side, "run_id", f"hvd-{side.label}"))
+    monkeypatch.setattr(compare, "_down", lambda side, log: None)
+    monkeypatch.setattr(compare, "measure", lambda side, junit: {"images_per_sec[np=2,batch=16]": next(values)})
+    out = tmp_path / "validation" / "0.2.0" / "compare.json"
+    result = compare.run("HEAD", repetitions=3, out=out)
+    assert out.is_file() and result["baseline_commit"] and result["repetitions"] == 3
+    assert [f["verdict"] for f in result["figures"]] == ["no change detected"]
