@@ -12,7 +12,8 @@ neither side always runs first), each repetition a child ``pytest
 ``smoke.baseline_rounds=0``: the same instrument on both sides, whatever
 the older tree's benchmark accepts.  ``compare.json`` (in the comparison's
 folder under runs/, and with ``--out`` where the gate reads it) holds every
-repetition's figures, each figure's ratio with its interval and verdict.
+repetition's figures, each figure's ratio with its interval and verdict;
+``compare.html`` beside it shows the table and both distributions.
 Both clusters are torn down at the end, on failure and on SIGINT/SIGTERM;
 an interrupted comparison writes no verdict.
 """
@@ -31,7 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import childrun, comparison, records
+from . import childrun, comparison, records, report
 from . import version as ver
 from .errors import RefarchError
 from .lifecycle import guarded
@@ -249,6 +250,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
     }
     text = json.dumps(result, indent=2) + "\n"
     (folder / "compare.json").write_text(text, encoding="utf-8")
+    report.render_comparison(folder / "compare.json")
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(folder / "compare.json", out)

@@ -175,3 +175,48 @@ def render_trend(runs: Path, out: Path | None = None, records: Path | None = Non
     out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes, records=validated),
                    encoding="utf-8")
     return out
+
+
+def comparison_svg(comparison: dict) -> str:
+    """Both sides' figures of a comparison (refarch.compare), one panel
+    per figure: every repetition as a point, each side's median as a bar,
+    as inline SVG; empty without figures."""
+    figs = comparison.get("figures") or []
+    if not figs:
+        return ""
+    import matplotlib
+
+    matplotlib.use("svg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.fonttype"] = "none"
+    fig, axes = plt.subplots(1, len(figs), figsize=(2.6 * len(figs), 3.2), squeeze=False)
+    for ax, f in zip(axes[0], figs, strict=True):
+        for x, side in enumerate(("baseline", "candidate")):
+            values = f[side]
+            ax.scatter([x] * len(values), values, alpha=0.7, label=side)
+            ax.hlines(f[f"{side}_median"], x - 0.25, x + 0.25, colors="black")
+        ax.set_xticks([0, 1], ["baseline", "candidate"])
+        ax.set_title(f"{f['figure']}\n{f['verdict']}", fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):].replace("<svg", '<svg id="comparison-plot" role="img"', 1)
+
+
+def render_comparison(compare_file: Path, out: Path | None = None) -> Path:
+    """``compare.html`` beside ``compare_file`` (refarch compare): the
+    verdict table and both sides' distributions per figure; returns its
+    path.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    comparison = json.loads(Path(compare_file).read_text(encoding="utf-8"))
+    out = out or Path(compare_file).with_name("compare.html")
+    out.write_text(_env().get_template("compare.html.j2").render(c=comparison, svg=comparison_svg(comparison)),
+                   encoding="utf-8")
+    return out

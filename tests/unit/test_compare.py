@@ -4,6 +4,7 @@ before anything is deployed, the repetitions interleaved, and both
 clusters torn down on failure with no verdict written."""
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -142,3 +143,6 @@ def test_a_finished_comparison_writes_its_verdicts(monkeypatch, tmp_path):
     result = compare.run("HEAD", repetitions=3, out=out)
     assert out.is_file() and result["baseline_commit"] and result["repetitions"] == 3
     assert [f["verdict"] for f in result["figures"]] == ["no change detected"]
+    html = (Path(result["folder"]) / "compare.html").read_text()
+    assert 'id="comparison-plot"' in html and "images_per_sec[np=2,batch=16]" in html
+    assert '<tr class="no"><td>images_per_sec[np=2,batch=16]</td>' in html
