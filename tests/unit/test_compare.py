@@ -146,3 +146,38 @@ def test_a_finished_comparison_writes_its_verdicts(monkeypatch, tmp_path):
     html = (Path(result["folder"]) / "compare.html").read_text()
     assert 'id="comparison-plot"' in html and "images_per_sec[np=2,batch=16]" in html
     assert '<tr class="no"><td>images_per_sec[np=2,batch=16]</td>' in html
+
+
+# Live comparisons on this machine, recorded -------------------------------------------------
+DATA = Path(__file__).parent / "data" / "compare"
+
+
+def _recorded(name: str) -> dict:
+    import json
+
+    return json.loads((DATA / name).read_text())
+
+
+def test_the_recorded_a_a_comparison_never_reports_a_regression():
+    """HEAD against HEAD, 3 repetitions each, interleaved (604 s)."""
+    aa = _recorded("aa-head-head-n3.json")
+    regression = gate.load_policy().regression
+    again = comparison.compare_all(aa["runs"]["baseline"], aa["runs"]["candidate"],
+                                   {**regression.tolerances, **regression.side_by_side})
+    assert [f["verdict"] for f in again] == [f["verdict"] for f in aa["figures"]]
+    assert not [f for f in again if f["verdict"] in ("regression", "improvement")]
+    widest = max(f["ci95"][1] - f["ci95"][0] for f in again if f["figure"].startswith("images_per_sec"))
+    assert widest < 0.16
+
+
+def test_the_recorded_seeded_slowdown_is_a_regression_with_both_medians_and_the_interval():
+    """HEAD against a tree whose horovod role sets HOROVOD_FUSION_THRESHOLD=0
+    (tensor fusion off), 3 repetitions each (595 s)."""
+    slow = _recorded("seeded-fusion-off-n3.json")
+    verdicts = {f["figure"]: f for f in slow["figures"]}
+    np2 = verdicts["images_per_sec[np=2,batch=16]"]
+    assert np2["verdict"] == "regression" and np2["ci95"][1] < 0.95
+    assert np2["message"].startswith("images_per_sec[np=2,batch=16]: regression (candidate 34.01 against baseline "
+                                     "40.24, median of 3 and 3; candidate/baseline 0.845, 95 % interval 0.768-0.896")
+    assert verdicts["scaling.efficiency"]["verdict"] == "regression"
+    assert verdicts["images_per_sec[np=1,batch=16]"]["verdict"] == "no change detected"  # one rank fuses nothing
