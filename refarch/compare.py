@@ -114,7 +114,8 @@ def extract(commit: str, into: Path, root: Path = ROOT) -> Path:
                        check=True, timeout=120)
         tar.seek(0)
         with tarfile.open(fileobj=tar) as archive:
-            archive.extractall(into, filter="data")
+            # Python before 3.11.4 (Debian 12's 3.11.2) has no extraction filters; the archive is git's own.
+            archive.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return into / "descriptors"
 
 

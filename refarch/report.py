@@ -62,6 +62,18 @@ def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
     return nodes + ["cluster"], list(rows.values())
 
 
+def _inline_svg(fig, element_id: str) -> str:
+    """A matplotlib figure as an inline ``<svg id=element_id>`` (the figure is closed)."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):].replace("<svg", f'<svg id="{element_id}" role="img"', 1)
+
+
 def scaling_svg(results: dict) -> str:
     """The scaling plot as inline SVG: images/sec per world size for each
     batch size (medians with their 95 % intervals as error bars), and the
@@ -85,8 +97,10 @@ def scaling_svg(results: dict) -> str:
         # Error bars: each median's 95 % interval (rows of older runs have none).
         ci = [r.get("images_per_sec_ci95") or [r["images_per_sec"]] * 2 for r in rows]
         yerr = [[m - c[0] for m, c in zip(measured, ci, strict=True)], [c[1] - m for m, c in zip(measured, ci, strict=True)]]
-        ax.errorbar(sizes, measured, yerr=yerr, marker="o", capsize=3, label=f"measured (median, 95 % interval), "
-                    f"batch {batch}", gid=f"measured-b{batch}")
+        line = ax.plot(sizes, measured, marker="o", label=f"measured, batch {batch} (median, 95 % interval)",
+                       gid=f"measured-b{batch}")[0]
+        ax.errorbar(sizes, measured, yerr=yerr, fmt="none", capsize=3, ecolor=line.get_color(),
+                    gid=f"interval-b{batch}")
         ax.plot(sizes, [w * single for w in sizes], linestyle="--", label=f"ideal (linear), batch {batch}",
                 gid=f"ideal-b{batch}")
     ax.set_xlabel("world size (ranks, one per node)")
@@ -94,12 +108,7 @@ def scaling_svg(results: dict) -> str:
     ax.set_xticks(sorted({r["world_size"] for r in table}))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):].replace("<svg", '<svg id="scaling-plot" role="img"', 1)
+    return _inline_svg(fig, "scaling-plot")
 
 
 def render(results_file: Path, out: Path | None = None) -> Path:
@@ -199,12 +208,7 @@ def comparison_svg(comparison: dict) -> str:
         ax.set_xticks([0, 1], ["baseline", "candidate"])
         ax.set_title(f"{f['figure']}\n{f['verdict']}", fontsize=8)
         ax.grid(alpha=0.3)
-    fig.tight_layout()
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    plt.close(fig)
-    svg = buf.getvalue()
-    return svg[svg.index("<svg"):].replace("<svg", '<svg id="comparison-plot" role="img"', 1)
+    return _inline_svg(fig, "comparison-plot")
 
 
 def render_comparison(compare_file: Path, out: Path | None = None) -> Path:

@@ -56,6 +56,7 @@ def test_the_plot_shows_measured_points_and_the_ideal_line(rendered):
         series = dom[start:dom.find('<g id="', start + 10)]
         assert series.count("<use ") == points, f"batch {batch}: {series.count('<use ')} markers, {points} measured"
         assert f'<g id="ideal-b{batch}">' in dom, f"no ideal (linear) line for batch {batch} in the plot"
+        assert f'<g id="interval-b{batch}">' in dom, f"no error bars (95 % intervals) for batch {batch} in the plot"
     assert "measured, batch" in dom and "ideal (linear)" in dom, "the legend does not name both lines"
     for section in ("nodes", "checks", "properties", "phases"):
         assert f'id="{section}"' in dom, f"the report has no {section} table"
