@@ -121,13 +121,7 @@ def extract(commit: str, into: Path, root: Path = ROOT) -> Path:
 
 def memory_available() -> int:
     """MemAvailable of /proc/meminfo in bytes (0 when unreadable)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return ver.meminfo("MemAvailable")
 
 
 def preflight(baseline: str, candidate: str, repetitions: int, profile: str, overrides: dict,

@@ -25,6 +25,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from .properties import scaling_efficiency
+
 #: Confidence of every interval.
 CONFIDENCE = 0.95
 
@@ -108,16 +110,14 @@ def efficiency(at_n: Figure, at_1: Figure, world_size: int) -> Figure:
     that follows from both inputs' intervals (low: slowest N over fastest 1;
     high: fastest N over slowest 1).
 
-    Source: the weak-scaling efficiency of the Horovod paper (Sergeev & Del
-    Balso 2018, arXiv:1802.05799).
+    Each ratio is :func:`refarch.properties.scaling_efficiency`.
 
     Raises:
         ValueError: ``world_size`` < 1.
     """
-    if world_size < 1:
-        raise ValueError(f"world size must be at least 1, got {world_size}")
-    return Figure(at_n.median / (world_size * at_1.median), at_n.low / (world_size * at_1.high),
-                  at_n.high / (world_size * at_1.low), min(at_n.samples, at_1.samples))
+    return Figure(scaling_efficiency(at_n.median, at_1.median, world_size),
+                  scaling_efficiency(at_n.low, at_1.high, world_size),
+                  scaling_efficiency(at_n.high, at_1.low, world_size), min(at_n.samples, at_1.samples))
 
 
 def scaling_row(run: dict, single_job: dict) -> dict:
@@ -153,9 +153,19 @@ def scaling_row(run: dict, single_job: dict) -> dict:
     }
 
 
-def _figure(row: dict, key: str) -> Figure:
+def from_row(row: dict, key: str) -> Figure | None:
+    """The :class:`Figure` a scaling row (:func:`scaling_row`) stores as
+    ``key`` (its median) and ``key_ci95``; None for a row without an
+    interval (a run made before figures had one)."""
+    if not row.get(f"{key}_ci95"):
+        return None
     low, high = row[f"{key}_ci95"]
     return Figure(row[key], low, high, 0)
+
+
+def _stored(fig: dict) -> Figure:
+    """A :class:`Figure` from its :meth:`Figure.as_dict`."""
+    return Figure(fig["median"], *fig["ci95"], fig["samples"])
 
 
 def problems(rows: list[dict], max_relative_width: float, max_drift: float) -> list[str]:
@@ -169,10 +179,10 @@ def problems(rows: list[dict], max_relative_width: float, max_drift: float) -> l
         n = row["world_size"]
         if n == 1:
             continue
-        eff, base = _figure(row, "efficiency"), row["baseline"]
+        eff, base = from_row(row, "efficiency"), _stored(row["baseline"])
         at = f"np={n}" + (f" batch {row['batch_size']}" if several else "")
-        inputs = (f"np={n} {_figure(row, 'images_per_sec').text()} images/sec, np=1 {base['median']:.1f} "
-                  f"({base['ci95'][0]:.1f}-{base['ci95'][1]:.1f}) from the {base['source']}")
+        inputs = (f"np={n} {from_row(row, 'images_per_sec').text()} images/sec, np=1 {base.text()} from the "
+                  f"{row['baseline']['source']}")
         if eff.median > 1:
             out.append(f"{at} efficiency {100 * eff.median:.0f} % > 100 % ({inputs}): no data-parallel job scales "
                        "superlinearly, the np=1 baseline was disturbed")
@@ -181,9 +191,7 @@ def problems(rows: list[dict], max_relative_width: float, max_drift: float) -> l
                        f"{100 * eff.relative_width:.0f} % of the figure, at most {100 * max_relative_width:.0f} %; "
                        f"{inputs}): the machine's speed changed while it was measured")
         if row.get("drift") is not None and abs(row["drift"]) > max_drift:
-            job = row["single_job"]
-            out.append(f"np=1 measured {job['median']:.1f} ({job['ci95'][0]:.1f}-{job['ci95'][1]:.1f}) images/sec "
-                       f"alone and {base['median']:.1f} ({base['ci95'][0]:.1f}-{base['ci95'][1]:.1f}) in rounds "
-                       f"beside {at} ({100 * row['drift']:+.0f} %, more than {100 * max_drift:.0f} % apart): the "
-                       "machine's speed changed between the two, so no efficiency of this run can be trusted")
+            out.append(f"np=1 measured {_stored(row['single_job']).text()} images/sec alone and {base.text()} in "
+                       f"rounds beside {at} ({100 * row['drift']:+.0f} %, more than {100 * max_drift:.0f} % apart): "
+                       "the machine's speed changed between the two, so no efficiency of this run can be trusted")
     return out

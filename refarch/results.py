@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import version
+from . import figures, version
 from .paths import VERSIONS_FILE
 
 SCHEMA_VERSION = 1
@@ -28,13 +28,12 @@ PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "ide
 
 
 def _interval(row: dict, key: str, percent: bool = False) -> str:
-    """``40.1 (39.5-40.8)`` from a scaling row's median ``key`` and its
-    ``key_ci95`` (percent: ``54.2 % (50.1-58.0 %)``); the median alone for
-    a row without an interval."""
-    scale, unit = (100, " %") if percent else (1, "")
-    ci = row.get(f"{key}_ci95")
-    text = f"{scale * row[key]:.1f}{unit}"
-    return text + (f" ({scale * ci[0]:.1f}-{scale * ci[1]:.1f}{unit})" if ci else "")
+    """A scaling row's ``key`` as :meth:`refarch.figures.Figure.text`; the
+    median alone for a row without an interval."""
+    fig = figures.from_row(row, key)
+    if fig is not None:
+        return fig.text(percent)
+    return f"{100 * row[key]:.1f} %" if percent else f"{row[key]:.1f}"
 
 
 def ordered_phases(phases: dict[str, float]) -> dict[str, float]:

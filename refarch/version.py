@@ -137,20 +137,31 @@ def judge_hash(root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
+def meminfo(field: str) -> int:
+    """``field`` of /proc/meminfo (``MemTotal``, ``MemAvailable``) in bytes;
+    0 when unreadable or absent."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def machine() -> dict:
     """What a figure measured here depends on: ``cpu_model`` (/proc/cpuinfo),
     ``cores`` (logical CPUs), ``memory_bytes`` (MemTotal), ``kernel``
     (uname -r).  Absolute figures of two records are compared only when
     these are equal."""
-    model, memory = "unknown", 0
+    model = "unknown"
     try:
         model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                       if line.startswith("model name")), model)
-        memory = next((int(line.split()[1]) * 1024 for line in Path("/proc/meminfo").read_text().splitlines()
-                       if line.startswith("MemTotal:")), 0)
     except OSError:
         pass
-    return {"cpu_model": model, "cores": os.cpu_count() or 0, "memory_bytes": memory, "kernel": platform.release()}
+    return {"cpu_model": model, "cores": os.cpu_count() or 0, "memory_bytes": meminfo("MemTotal"),
+            "kernel": platform.release()}
 
 
 #: Python packages of the suite whose versions go into the results and records.
