@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import proc
+from . import neighbour, proc
 from .clouds import FAULT_DRIVER_ENV
 from .contract import Contract
 from .run import RunDir
@@ -223,10 +223,15 @@ def _busy_neighbour(ctx: FaultContext) -> None:
 
 
 def _busy_neighbour_gone(ctx: FaultContext) -> None:
-    neighbour = _NEIGHBOURS.pop(ctx.run_id, None)
-    if neighbour is not None:
-        neighbour.terminate()  # it stops its busy loops as it exits
-        neighbour.wait(timeout=90)
+    watcher = _NEIGHBOURS.pop(ctx.run_id, None)
+    if watcher is not None:
+        watcher.terminate()  # it stops its busy loops as it exits
+        watcher.wait(timeout=90)
+    # Proven gone, not assumed: a loop its exit missed would slow every later
+    # job on the node.
+    mark = neighbour.mark_pattern()
+    ctx.sh(ctx.node(0), f"pkill -f '{mark}'; sleep 1; if pgrep -af '{mark}'; then "
+                        "echo 'busy loops of refarch.neighbour still run' >&2; exit 1; fi")
 
 
 _LAUNCHER = "/usr/local/bin/horovodrun-elastic"

@@ -54,9 +54,14 @@ def _start(container: str, workers: int) -> None:
                        check=True, capture_output=True, timeout=60)
 
 
+def mark_pattern() -> str:
+    """A ``pkill -f``/``pgrep -f`` pattern that finds the busy loops and
+    not its own command line (the bracket)."""
+    return MARK[:-1] + f"[{MARK[-1]}]"
+
+
 def _stop(container: str) -> None:
-    # The bracket keeps pkill's own command line from matching.
-    subprocess.run(["podman", "exec", container, "pkill", "-f", MARK[:-1] + f"[{MARK[-1]}]"],
+    subprocess.run(["podman", "exec", container, "pkill", "-f", mark_pattern()],
                    check=False, capture_output=True, timeout=60)
 
 
