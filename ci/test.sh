@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# All tests: what CI runs (.ci/run), one tox environment after another.
+# All tests: what CI runs (.ci/run).
 #   fresh            ci/bootstrap.sh on a bare Debian root, then the stages that
 #                    need no cluster there: the pipeline (gitlab-ci-local runs
 #                    the lint, policy and unit jobs) and the report in Chromium
+#   teardown         interrupts at each phase, SIGKILL then the next run's sweep
+#   molecule         every role on its own, the VM scenarios on a real kernel
 #   faults           the main job's checks, smoke job and properties, then the
 #                    availability properties and every fault case: one cluster
 #   report           that run's report in headless Chromium
-#   molecule         every role on its own, the VM scenarios on a real kernel
 #   configurability  the same checks and properties on 3 nodes
-#   teardown         interrupts at each phase, SIGKILL then the next run's sweep
 #   concurrency      two main jobs at once, a second checkout beside them
-# Each environment's time goes to runs/ci-timings.json (and is printed at the
-# end); every environment runs even when one before it failed, as tox would.
+# Each environment's time, and how busy the machine's CPUs were while it ran,
+# go to runs/ci-timings.json (and are printed at the end); every environment
+# runs even when one before it failed, as tox would.
 # Extra arguments go to every pytest run.
 #
-# Lanes, for runners with more cores: in REFARCH_CI_ENVS, "a,b+c,d" runs
-# lane a then b beside lane c then d (each lane's output goes to
-# runs/ci-logs/ENV.log and is printed when the group ends; every lane's
-# resources carry their own run id and owner, as two CI jobs on one machine
-# would).  Only environments that judge no figure belong in lanes (role
-# scenarios, the fresh root, the lifecycle proofs); faults and
-# configurability judge images/sec, efficiency and recovery times and run
-# alone.  The default runs everything one after another: on 2 cores the
-# lanes "molecule,fresh+teardown,concurrency" saved 3.4 of 63 min and made
-# the lifecycle proofs 1.5-2.6x slower (a kept cluster's jobs ran beside
-# them), one past a 120 s check timeout.
+# Lanes: in REFARCH_CI_ENVS, "a,b+c,d" runs lane a then b beside lane c then
+# d (each lane's output goes to runs/ci-logs/ENV.log and is printed when the
+# group ends; every lane's resources carry their own run id and owner, as two
+# CI jobs on one machine would).  Only environments that judge no figure
+# belong in lanes; faults and configurability judge images/sec, efficiency
+# and recovery times and run alone, after the lanes.  The default runs the
+# role scenarios beside the fresh root and the teardown proofs: on 2 cores
+# those two leave about a third of the CPUs idle (the fresh root waits on
+# Debian's mirror and npm, a teardown proof on its child run), and the role
+# scenarios build the node image, the wheelhouse and the VM image meanwhile,
+# which the faults environment would otherwise build on its own clock.  The
+# concurrency proof (two main jobs at once) runs alone: beside a lane it ran
+# its check-build past its 120 s limit.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh faults report molecule configurability teardown concurrency}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+molecule faults report configurability concurrency}"
 EXTRA=("$@")
 
 interrupted=""
@@ -43,16 +46,23 @@ mkdir -p runs runs/ci-logs
 timings=runs/ci-timings.tsv
 : >"$timings"
 
+# cpu_ticks: "busy total" jiffies of all CPUs since boot (/proc/stat).
+cpu_ticks() {
+    awk '/^cpu /{busy=$2+$3+$4+$7+$8; print busy, busy+$5+$6+$9; exit}' /proc/stat
+}
+
 # run_env ENV LANE [LOG]: one tox environment; its row goes to the timings.
 run_env() {
-    local env=$1 lane=$2 log=${3:-} t=$EPOCHREALTIME rc
+    local env=$1 lane=$2 log=${3:-} t=$EPOCHREALTIME rc cpu0 cpu1
+    cpu0=$(cpu_ticks)
     if [ -n "$log" ]; then
         ci/tox -e "$env" -- "${EXTRA[@]}" >"$log" 2>&1
     else
         ci/tox -e "$env" -- "${EXTRA[@]}"
     fi
     rc=$?
-    printf '%s\t%s\t%s\t%s\t%s\n' "$env" "$t" "$EPOCHREALTIME" "$rc" "$lane" >>"$timings"
+    cpu1=$(cpu_ticks)
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$env" "$t" "$EPOCHREALTIME" "$rc" "$lane" "$cpu0" "$cpu1" >>"$timings"
     return "$rc"
 }
 
@@ -70,9 +80,10 @@ lane() {
 }
 
 t0=$EPOCHREALTIME
+cpu0=$(cpu_ticks)
 ci/bootstrap.sh
 rc=$?
-printf 'bootstrap\t%s\t%s\t%s\t\n' "$t0" "$EPOCHREALTIME" "$rc" >>"$timings"
+printf 'bootstrap\t%s\t%s\t%s\t\t%s\t%s\n' "$t0" "$EPOCHREALTIME" "$rc" "$cpu0" "$(cpu_ticks)" >>"$timings"
 if [ "$rc" -eq 0 ]; then
     for group in "${GROUPS_[@]}"; do
         [ -z "$interrupted" ] || break
@@ -109,17 +120,29 @@ summary=0
 python3 - "$timings" "$t0" "$EPOCHREALTIME" "$interrupted" <<'EOF' || summary=$?
 import json, os, platform, sys, time
 rows = [line.split("\t") for line in open(sys.argv[1], encoding="utf-8").read().splitlines() if line]
-total, interrupted = float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4] or None
-out = {"what": "ci/test.sh: seconds per tox environment (wall clock), exit status",
+t0, total, interrupted = float(sys.argv[2]), float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4] or None
+
+
+def busy(cpu0, cpu1):
+    """Share of the machine's CPU time that was busy between two readings
+    of /proc/stat (every process on the machine, the other lane's too)."""
+    (b0, t0_), (b1, t1) = (map(int, cpu0.split()), map(int, cpu1.split()))
+    return round((b1 - b0) / (t1 - t0_), 2) if t1 > t0_ else None
+
+
+out = {"what": "ci/test.sh: seconds per tox environment (wall clock), when it started (seconds after the "
+               "bootstrap began), exit status, and how busy the machine's CPUs were meanwhile (0-1, /proc/stat)",
        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
        "cpus": os.cpu_count(), "total_s": round(total, 1), "interrupted": interrupted,
        "lanes": "environments with a lane ran beside the other lane of their group",
-       "environments": [{"name": n, "seconds": round(float(end) - float(start), 1), "exit": int(rc),
-                         **({"lane": lane} if lane else {})} for n, start, end, rc, lane in rows]}
+       "environments": [{"name": n, "seconds": round(float(end) - float(start), 1),
+                         "started_s": round(float(start) - t0, 1), "exit": int(rc), "cpu_busy": busy(c0, c1),
+                         **({"lane": lane} if lane else {})} for n, start, end, rc, lane, c0, c1 in rows]}
 json.dump(out, open("runs/ci-timings.json", "w", encoding="utf-8"), indent=2)
 print("\nci/test.sh timings (runs/ci-timings.json):")
 for env in out["environments"]:
     print(f"  {env['name']:<16} {env['seconds']:>7.1f} s  {'ok' if env['exit'] == 0 else 'FAILED (exit %d)' % env['exit']}"
+          + f"  (CPUs {100 * env['cpu_busy']:.0f} % busy)" * (env["cpu_busy"] is not None)
           + (f"  (lane {env['lane']})" if "lane" in env else ""))
 with open("runs/ci-failed.txt", "w", encoding="utf-8") as f:
     f.write(" ".join(e["name"] for e in out["environments"] if e["exit"] != 0))

@@ -12,7 +12,9 @@ the next fault starts from a healthy cluster.  F1-F6 are the faults of
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -79,9 +81,101 @@ class Fault:
     long: bool = False
     #: Needs the profile's extra CA certificates on the controller (skipped without).
     requires_ca: bool = False
+    #: Reads back everything the fault changes ({what: reading}), before it
+    #: is injected and after it is reverted: equal readings prove the revert
+    #: undid it exactly.  Only then may a property that passed on this
+    #: cluster earlier in the session stand for its measurement after the
+    #: revert (:func:`after_revert`); None: every failed check runs again.
+    state: Callable[[FaultContext], dict[str, str]] | None = None
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
+
+    def read_state(self, ctx: FaultContext) -> dict[str, str] | None:
+        """:attr:`state` read now, or None for a fault without one."""
+        return self.state(ctx) if self.state is not None else None
+
+
+#: The checks run after the revert of a fault whose properties are not
+#: measured again: every node and cluster check (the main job's check
+#: phase, pytest's -k matches the marker), so the nodes the fault stopped,
+#: restarted or cut off are proven healthy as a whole.
+HEALTH_SELECTION = "check_phase"
+
+
+def after_revert(failed: list[str], before: dict[str, str] | None, after: dict[str, str] | None,
+                 passed_earlier: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """What runs after a fault's revert, and which failed properties are not
+    measured again.
+
+    ``failed`` are the test names that failed with the fault
+    (``test_property[availability.recovery_s]``, ``test_node_count``);
+    ``before``/``after`` the fault's state readings (None without
+    :attr:`Fault.state`); ``passed_earlier`` maps property ids to the
+    verdict they got on this cluster earlier in the session (pass or warn).
+    Returns the pytest -k selection and {test name: why it stands}: a failed
+    property stands when the revert restored the readings exactly and the
+    property passed earlier, since the cluster is then in a state it was
+    measured to pass in; the selection then adds :data:`HEALTH_SELECTION`
+    to the failed checks.  Otherwise the selection is every failed test,
+    as before.
+
+    Raises:
+        AssertionError: the readings after the revert differ from those
+            before the fault (names what differs).
+    """
+    if before is not None:
+        changed = sorted(k for k in set(before) | set(after or {}) if before.get(k) != (after or {}).get(k))
+        assert not changed, (
+            "the revert did not restore what the fault changed: "
+            + "; ".join(f"{k}: {before.get(k)!r} before, {(after or {}).get(k)!r} after" for k in changed))
+    standing = {}
+    if before is not None:
+        for name in failed:
+            match = re.fullmatch(r"test_property\[(.+)\]", name)
+            if match and match.group(1) in passed_earlier:
+                standing[name] = (f"{match.group(1)} passed (verdict {passed_earlier[match.group(1)]}) on this "
+                                  "cluster earlier in the session, and the revert restored every reading of the "
+                                  "fault's state")
+    rest = [n for n in failed if n not in standing]
+    if standing:
+        return " or ".join([*rest, HEALTH_SELECTION]), standing
+    return " or ".join(rest), standing
+
+
+def files_state(*paths: str, node: int | None = None):
+    """State: mode, owner and sha256 of each of ``paths`` on node ``node``
+    (index; None: every node), read out of band ("absent" for a missing file)."""
+    def read(ctx: FaultContext) -> dict[str, str]:
+        names = ctx.contract.node_names if node is None else [ctx.node(node)]
+        out = {}
+        for name in names:
+            for path in paths:
+                r = ctx.sh(name, f"if [ -e {path} ]; then stat -c '%a %u:%g' {path} && sha256sum < {path}; "
+                                 "else echo absent; fi")
+                out[f"{name}:{path}"] = " ".join(r.stdout.split())
+        return out
+    return read
+
+
+def overrides_state(ctx: FaultContext) -> dict[str, str]:
+    """State: the profile overrides the run's checks read (run.json)."""
+    return {"overrides": json.dumps(RunDir.open(ctx.run_id).read_meta().get("overrides", {}), sort_keys=True)}
+
+
+def _driver_state(ctx: FaultContext) -> dict[str, str]:
+    """State: the cloud driver the checks' child pytest gets."""
+    return {FAULT_DRIVER_ENV: os.environ.get(FAULT_DRIVER_ENV, "")}
+
+
+def _states(*readers):
+    """State: the union of ``readers``' readings."""
+    def read(ctx: FaultContext) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for reader in readers:
+            out.update(reader(ctx))
+        return out
+    return read
 
 
 def _backup(path: str) -> str:
@@ -234,6 +328,18 @@ def _busy_neighbour_gone(ctx: FaultContext) -> None:
                         "echo 'busy loops of refarch.neighbour still run' >&2; exit 1; fi")
 
 
+def _neighbour_state(ctx: FaultContext) -> dict[str, str]:
+    """State: how many busy loops of refarch.neighbour run on the first node."""
+    r = ctx.sh(ctx.node(0), f"pgrep -c -f '{neighbour.mark_pattern()}' || true")
+    return {f"{ctx.node(0)}: busy loops": r.stdout.strip() or "0"}
+
+
+def _mount_state(ctx: FaultContext) -> dict[str, str]:
+    """State: what is mounted at /shared on the second node, and how."""
+    r = ctx.sh(ctx.node(1), "findmnt -n -o SOURCE,FSTYPE,OPTIONS /shared || echo 'not mounted'")
+    return {f"{ctx.node(1)}: /shared": r.stdout.strip()}
+
+
 _LAUNCHER = "/usr/local/bin/horovodrun-elastic"
 
 
@@ -367,7 +473,7 @@ FAULTS: tuple[Fault, ...] = (
           source="issue 13 F10"),
     Fault("busy-neighbour", "the machine is busy while np=1 is measured (four busy loops share the first node's "
                             "CPU during the np=1 job, as other jobs on a shared CI runner do)",
-          inject=_busy_neighbour, revert=_busy_neighbour_gone,
+          inject=_busy_neighbour, revert=_busy_neighbour_gone, state=_neighbour_state,
           checks="test_training_single_rank or efficiency",
           must_fail=("test_property[scaling.efficiency]",),
           must_pass=("test_training_single_rank",),
@@ -424,6 +530,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=lambda c: c.sh(c.node(1), _backup("/etc/fstab") + r" && sed -i 's|^\(.* /shared .*\)$|#\1|' /etc/fstab"),
           revert=lambda c: c.sh(c.node(1), _restore("/etc/fstab") + " && (mountpoint -q /shared || mount /shared)"),
           checks="test_property and restart_healthy", long=True,
+          state=_states(files_state("/etc/fstab", node=1), _mount_state),
           must_fail=("test_property[availability.restart_healthy_s]",),
           message=r"{n1} healthy after [\d.]+ s, but checks fail after its restart \(without Ansible\): "
                   r".*test_shared_storage_mounted\[{n1}\]: (AssertionError: )?{n1}: nothing mounted at /shared",
@@ -431,7 +538,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("stop-ignored", "the cloud accepts a stop and the node keeps running (an OpenStack server that stays "
                           "ACTIVE after a stop call)",
           inject=_stop_ignored, revert=_stop_carried_out,
-          checks="test_property and (restart_healthy or availability.recovery_s)", long=True,
+          checks="test_property and (restart_healthy or availability.recovery_s)", long=True, state=_driver_state,
           must_fail=("test_property[availability.restart_healthy_s]", "test_property[availability.recovery_s]"),
           message=r"{n1} still answers SSH from {n0} \(cloud state running\) 30 s after stop_node returned: "
                   r"the node was never down",
@@ -440,6 +547,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=_both(_no_cooldown, _expect(**{"availability.step_timeout_s": 75})),
           revert=_both(_cooldown_back, _expect_revert),
           checks="test_property and (availability.recovery_s or availability.rejoin_s)", long=True,
+          state=_states(files_state(_LAUNCHER), overrides_state),
           must_fail=("test_property[availability.rejoin_s]",),
           must_pass=("test_property[availability.recovery_s]",),
           message=r"elastic job back at world size 2 after {n1} was started again: not within 75 s",
@@ -449,6 +557,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=_both(_no_ssh_alive, _expect(**{"availability.step_timeout_s": 50})),
           revert=_both(_ssh_alive_back, _expect_revert),
           checks="test_ssh_gives_up_on_a_silent_peer or availability.partition_recovery_s", long=True,
+          state=_states(files_state(_SSH_ELASTIC), overrides_state),
           must_fail=("test_ssh_gives_up_on_a_silent_peer[{n0}]", "test_property[availability.partition_recovery_s]"),
           message=r"elastic job goes on at world size 1 after {n1} was cut off: not within 50 s: .*the elastic "
                   r"driver on {n0} still waits on its SSH session to {n1}",

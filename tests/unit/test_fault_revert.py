@@ -1,0 +1,66 @@
+"""What runs after a fault case's revert (refarch.faults.after_revert): a
+failed property stands only when the fault's state reads back exactly as
+before it and the property passed on the cluster earlier in the session;
+every node and cluster check then runs instead of the measurement."""
+
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from refarch import faults
+from refarch.faults import FAULTS, HEALTH_SELECTION, after_revert
+
+RECOVERY = "test_property[availability.recovery_s]"
+REJOIN = "test_property[availability.rejoin_s]"
+STATE = {"node1:/usr/local/bin/horovodrun-elastic": "755 0:0 ab12 -"}
+
+
+def test_a_restored_state_lets_an_earlier_pass_stand_and_runs_every_check():
+    selection, standing = after_revert([REJOIN, "test_node_count"], STATE, dict(STATE),
+                                       {"availability.rejoin_s": "pass"})
+    assert list(standing) == [REJOIN]
+    assert standing[REJOIN].startswith("availability.rejoin_s passed (verdict pass) on this cluster earlier")
+    assert selection == f"test_node_count or {HEALTH_SELECTION}"
+
+
+def test_a_state_the_revert_did_not_restore_fails_naming_what_differs():
+    with pytest.raises(AssertionError, match=r"node1:/usr/local/bin/horovodrun-elastic: '755 0:0 ab12 -' before, "
+                                             r"'755 0:0 cd34 -' after"):
+        after_revert([REJOIN], STATE, {"node1:/usr/local/bin/horovodrun-elastic": "755 0:0 cd34 -"},
+                     {"availability.rejoin_s": "pass"})
+
+
+def test_a_property_that_did_not_pass_earlier_is_measured_again():
+    selection, standing = after_revert([RECOVERY, REJOIN], STATE, dict(STATE), {"availability.rejoin_s": "warn"})
+    assert list(standing) == [REJOIN]
+    assert selection == f"{RECOVERY} or {HEALTH_SELECTION}"
+    selection, standing = after_revert([RECOVERY], STATE, dict(STATE), {})
+    assert (selection, standing) == (RECOVERY, {})
+
+
+def test_a_fault_without_state_runs_every_failed_test_again():
+    selection, standing = after_revert([RECOVERY, "test_node_count"], None, None, {"availability.recovery_s": "pass"})
+    assert (selection, standing) == (f"{RECOVERY} or test_node_count", {})
+
+
+def test_the_long_fault_cases_read_their_state_and_the_short_ones_run_again():
+    with_state = {f.id for f in FAULTS if f.state is not None}
+    assert {"not-mounted-at-boot", "stop-ignored", "no-cooldown", "no-ssh-alive", "busy-neighbour"} <= with_state
+    assert {f.id for f in FAULTS if f.long} <= with_state
+
+
+def test_files_state_reads_mode_owner_and_content_of_each_node(monkeypatch):
+    calls = []
+
+    def sh(node, script, check=True):
+        calls.append((node, script))
+        return subprocess.CompletedProcess([], 0, "644 0:0\ne3b0  -\n" if node == "node1" else "absent\n", "")
+
+    ctx = SimpleNamespace(contract=SimpleNamespace(node_names=["node1", "node2"]), sh=sh,
+                          node=lambda i: ["node1", "node2"][i])
+    assert faults.files_state("/etc/fstab")(ctx) == {"node1:/etc/fstab": "644 0:0 e3b0 -",
+                                                    "node2:/etc/fstab": "absent"}
+    assert [n for n, _ in calls] == ["node1", "node2"]
+    calls.clear()
+    assert list(faults.files_state("/etc/fstab", node=1)(ctx)) == ["node2:/etc/fstab"]
