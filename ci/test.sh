@@ -31,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+molecule faults report configurability concurrency}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+molecule,faults:checks faults:figures report configurability concurrency}"
 EXTRA=("$@")
 
 interrupted=""
@@ -51,16 +51,37 @@ cpu_ticks() {
     awk '/^cpu /{busy=$2+$3+$4+$7+$8; print busy, busy+$5+$6+$9; exit}' /proc/stat
 }
 
-# run_env ENV LANE [LOG]: one tox environment; its row goes to the timings.
+# tox_env ENTRY: the tox environment of an entry of REFARCH_CI_ENVS (an
+# entry ENV:PART runs part of ENV, see part_args).
+tox_env() { echo "${1%%:*}"; }
+
+# part_args ENTRY: pytest arguments that select the part.  faults:checks is
+# the fault cases judged by checks alone (refarch.faults.Fault.alone is
+# false: no figure, no node stopped), which may run in a lane on a cluster
+# of their own; faults:figures is the rest of the faults environment (the
+# main job's tests, the availability properties, the fault cases that judge
+# figures), which runs alone.  The two together are the faults environment.
+part_args() {
+    case "$1" in
+        faults:checks) PART=(-k "test_fault_is_caught and not runs_alone") ;;
+        faults:figures) PART=(-k "not test_fault_is_caught or runs_alone") ;;
+        *:*) echo "ci/test.sh: unknown part $1 (parts: faults:checks, faults:figures)" >&2; return 2 ;;
+        *) PART=() ;;
+    esac
+}
+
+# run_env ENTRY LANE [LOG]: one tox environment (or part); its row goes to the timings.
 run_env() {
-    local env=$1 lane=$2 log=${3:-} t=$EPOCHREALTIME rc cpu0 cpu1
+    local env=$1 lane=$2 log=${3:-} t=$EPOCHREALTIME rc cpu0 cpu1 PART
     cpu0=$(cpu_ticks)
-    if [ -n "$log" ]; then
-        ci/tox -e "$env" -- "${EXTRA[@]}" >"$log" 2>&1
+    if ! part_args "$env"; then
+        rc=2
+    elif [ -n "$log" ]; then
+        ci/tox -e "$(tox_env "$env")" -- "${PART[@]}" "${EXTRA[@]}" >"$log" 2>&1
     else
-        ci/tox -e "$env" -- "${EXTRA[@]}"
+        ci/tox -e "$(tox_env "$env")" -- "${PART[@]}" "${EXTRA[@]}"
     fi
-    rc=$?
+    rc=${rc:-$?}
     cpu1=$(cpu_ticks)
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$env" "$t" "$EPOCHREALTIME" "$rc" "$lane" "$cpu0" "$cpu1" >>"$timings"
     return "$rc"
@@ -85,6 +106,12 @@ ci/bootstrap.sh
 rc=$?
 printf 'bootstrap\t%s\t%s\t%s\t\t%s\t%s\n' "$t0" "$EPOCHREALTIME" "$rc" "$cpu0" "$(cpu_ticks)" >>"$timings"
 if [ "$rc" -eq 0 ]; then
+    # Every tox environment is made before any runs, one after another: two
+    # lanes (or the teardown proof that runs plain `tox -e faults`) never make
+    # one environment at the same time.
+    read -r -a entries <<<"${GROUPS_[*]//[+,]/ }"
+    envs=$(for e in "${entries[@]}"; do tox_env "$e"; done | awk '!seen[$0]++' | paste -sd, -)
+    ci/tox -q -e "$envs" --notest >/dev/null || echo "ci/test.sh: making the tox environments $envs failed" >&2
     for group in "${GROUPS_[@]}"; do
         [ -z "$interrupted" ] || break
         if [[ "$group" != *[+,]* ]]; then

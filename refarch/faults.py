@@ -81,6 +81,10 @@ class Fault:
     long: bool = False
     #: Needs the profile's extra CA certificates on the controller (skipped without).
     requires_ca: bool = False
+    #: Its checks measure or judge a figure (throughput, efficiency,
+    #: bandwidth, a scan's arrivals; every long case times recovery): it
+    #: runs only where nothing else loads the machine (see :attr:`alone`).
+    judges_figures: bool = False
     #: Reads back everything the fault changes ({what: reading}), before it
     #: is injected and after it is reverted: equal readings prove the revert
     #: undid it exactly.  Only then may a property that passed on this
@@ -90,6 +94,14 @@ class Fault:
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
+
+    @property
+    def alone(self) -> bool:
+        """Runs only on a machine nothing else loads: it judges a figure, or
+        stops and starts nodes (the recovery it is proven by is timed).  The
+        others are judged by checks alone and may run beside other work
+        (ci/test.sh's lanes)."""
+        return self.judges_figures or self.long
 
     def read_state(self, ctx: FaultContext) -> dict[str, str] | None:
         """:attr:`state` read now, or None for a fault without one."""
@@ -419,7 +431,8 @@ FAULTS: tuple[Fault, ...] = (
           # After the revert, no probe listener may be left behind.
           checks="test_peer_ports_reachable or test_listening_sockets_allowed or communication",
           must_fail=("test_peer_ports_reachable[", "test_property[communication.busbw_to_tcp]"),
-          message=r"{n0} -> {n1} \(\S+\) TCP \d+: timed out after 5 s", source="FAULTS.md F2"),
+          message=r"{n0} -> {n1} \(\S+\) TCP \d+: timed out after 5 s", source="FAULTS.md F2",
+          judges_figures=True),
     Fault("F3", "the share's root-owned export: the training user cannot write",
           inject=lambda c: c.sh(c.node(0), "chown root:root /srv/shared && chmod 0755 /srv/shared"),
           revert=lambda c: c.sh(c.node(0), f"chown {c.training_user}:{c.training_user} /srv/shared && chmod 0775 /srv/shared"),
@@ -467,7 +480,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=_no_gradient_averaging, revert=_gradient_averaging_back,
           checks="test_property and (ranks_diverged or efficiency)",
           must_fail=("test_property[convergence.ranks_diverged]",),
-          must_warn=("scaling.efficiency",),
+          must_warn=("scaling.efficiency",), judges_figures=True,
           message=r"convergence\.ranks_diverged = 1 ranks \(after training, the weights of rank 1 on {n1} differ "
                   r"from rank 0's on {n0}: the ranks did not average their gradients\) is above the upper bound 0",
           source="issue 13 F10"),
@@ -476,7 +489,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=_busy_neighbour, revert=_busy_neighbour_gone, state=_neighbour_state,
           checks="test_training_single_rank or efficiency",
           must_fail=("test_property[scaling.efficiency]",),
-          must_pass=("test_training_single_rank",),
+          must_pass=("test_training_single_rank",), judges_figures=True,
           message=r"scaling\.efficiency = [\d.]+ ratio .* cannot be judged \(an error, never a pass\): np=1 "
                   r"measured [\d.]+ \([\d.-]+\) images/sec alone and [\d.]+ \([\d.-]+\) in rounds beside np=2",
           source="issue 24: figures a busy machine cannot fool (np=1 15.9 against 37-39 images/sec: 136 %)"),
@@ -511,7 +524,7 @@ FAULTS: tuple[Fault, ...] = (
           source="issue 13 F14"),
     Fault("exposed-port", "a listener on 0.0.0.0 on one node, and a policy rule that admits it from anywhere",
           inject=_exposed_port, revert=_exposed_port_revert,
-          checks="test_property and exposure",
+          checks="test_property and exposure", judges_figures=True,
           must_fail=("test_property[exposure.outside_open_ports]", "test_property[exposure.admin_unexpected_ports]"),
           must_pass=("test_property[exposure.password_auth_nodes]",),
           message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ tcp/8099 open\) "
@@ -520,7 +533,7 @@ FAULTS: tuple[Fault, ...] = (
     Fault("udp-exposed", "a UDP service on 0.0.0.0:111 of one node that answers nothing, and a policy rule that "
                          "admits udp/111 from anywhere (rpcbind exposed)",
           inject=_udp_exposed(111), revert=_udp_exposed_revert(111),
-          checks="test_property and exposure",
+          checks="test_property and exposure", judges_figures=True,
           must_fail=("test_property[exposure.outside_open_ports]", "test_property[exposure.admin_unexpected_ports]"),
           must_pass=("test_property[exposure.password_auth_nodes]",),
           message=r"exposure\.outside_open_ports = 1 ports \(outside probe \S+: {n1} \S+ udp/111 open\) "

@@ -47,7 +47,8 @@ def fault_context(cluster, profile):
     return FaultContext(cluster.run_id, cluster.contract, profile.training_user.name, wheelhouse)
 
 
-@pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
+@pytest.mark.parametrize("fault", [pytest.param(f, id=f.id, marks=[pytest.mark.runs_alone] if f.alone else [])
+                                   for f in FAULTS])
 def test_fault_is_caught(fault, fault_context, tmp_path, results, request, cluster, record_property):
     if fault.long and not request.config.getoption("refarch_long"):
         pytest.skip("stops and starts nodes: run with --long-properties (tox -e availability)")

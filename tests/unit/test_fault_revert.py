@@ -64,3 +64,15 @@ def test_files_state_reads_mode_owner_and_content_of_each_node(monkeypatch):
     assert [n for n, _ in calls] == ["node1", "node2"]
     calls.clear()
     assert list(faults.files_state("/etc/fstab", node=1)(ctx)) == ["node2:/etc/fstab"]
+
+
+def test_a_fault_case_that_judges_a_property_runs_alone():
+    """A fault case is proven by a property (a figure, a scan, a recovery
+    time) runs only where nothing else loads the machine; the others may
+    run in a lane (ci/test.sh's faults:checks)."""
+    for fault in FAULTS:
+        judged_by_property = ("test_property" in fault.checks or fault.must_warn
+                              or any("test_property" in name for name in fault.must_fail + fault.must_pass))
+        assert fault.alone or not judged_by_property, f"{fault.id} judges a property but may run beside other work"
+    beside = {f.id for f in FAULTS if not f.alone}
+    assert {"F1", "F6", "F14", "ca-untrusted"} <= beside and len(beside) >= 20

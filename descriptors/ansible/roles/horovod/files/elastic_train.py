@@ -8,7 +8,8 @@ examples/elastic/tensorflow2/tensorflow2_mnist_elastic.py.  When a worker
 fails, the survivors restore the last commit and go on at the smaller world
 size; when hosts are added, the new world syncs from rank 0.
 
-It trains until ``--until-file`` exists (at most ``--max-steps`` steps),
+It trains until a rank sees ``--until-file`` (at most ``--max-steps`` steps; the
+ranks agree on the step they stop at),
 sleeping ``--step-sleep`` seconds per step so that nodes can leave and
 rejoin meanwhile.  Rank 0 prints per step one line ``REFARCH_STEP {json}``
 (t: its clock in seconds since the epoch, step, size, hosts at the last
@@ -67,12 +68,22 @@ def main():
         idx = rng.integers(0, len(x), local)
         return tf.constant(x[idx]), tf.constant(y[idx])
 
+    def told_to_stop():
+        """Whether any rank sees ``--until-file``, agreed by every rank (an
+        allreduce): all stop at the same step.  Each rank reading the file on
+        the shared storage by itself saw it up to a second apart; one then
+        ended while the others waited in their next allreduce, and the
+        elastic driver, on that first success, terminated them (exit 143:
+        the job failed)."""
+        seen_here = tf.constant(1.0 if os.path.exists(args.until_file) else 0.0)
+        return float(hvd.allreduce(seen_here, op=hvd.Max, name="refarch_until_file")) > 0
+
     @hvd.elastic.run
     def train(state):
         hosts = hvd.allgather_object(socket.gethostname())
         if not seen["sizes"] or seen["sizes"][-1] != hvd.size():
             seen["sizes"].append(hvd.size())
-        while state.step < args.max_steps and not os.path.exists(args.until_file):
+        while state.step < args.max_steps and not told_to_stop():
             training_step(*batch(state.step))
             if hvd.rank() == 0:
                 print("REFARCH_STEP " + json.dumps({"t": time.time(), "step": state.step, "size": hvd.size(),
