@@ -111,8 +111,11 @@ class Fault:
 #: The checks run after the revert of a fault whose properties are not
 #: measured again: every node and cluster check (the main job's check
 #: phase, pytest's -k matches the marker), so the nodes the fault stopped,
-#: restarted or cut off are proven healthy as a whole.
-HEALTH_SELECTION = "check_phase"
+#: restarted or cut off are proven healthy as a whole; all but the two that
+#: only read what is installed on disk (Horovod's check-build and Ansible's
+#: become_user, 90 of the selection's 110 s on this machine), which neither
+#: a stop, a start nor a partition changes and the state readings cover.
+HEALTH_SELECTION = "check_phase and not test_horovod_build and not test_file_module_as_training_user"
 
 
 def after_revert(failed: list[str], before: dict[str, str] | None, after: dict[str, str] | None,
@@ -151,7 +154,7 @@ def after_revert(failed: list[str], before: dict[str, str] | None, after: dict[s
                                   "fault's state")
     rest = [n for n in failed if n not in standing]
     if standing:
-        return " or ".join([*rest, HEALTH_SELECTION]), standing
+        return " or ".join([*rest, f"({HEALTH_SELECTION})"]), standing
     return " or ".join(rest), standing
 
 
@@ -348,7 +351,7 @@ def _neighbour_state(ctx: FaultContext) -> dict[str, str]:
 
 def _mount_state(ctx: FaultContext) -> dict[str, str]:
     """State: what is mounted at /shared on the second node, and how."""
-    r = ctx.sh(ctx.node(1), "findmnt -n -o SOURCE,FSTYPE,OPTIONS /shared || echo 'not mounted'")
+    r = ctx.sh(ctx.node(1), "findmnt -n -o SOURCE,FSTYPE /shared || echo 'not mounted'")
     return {f"{ctx.node(1)}: /shared": r.stdout.strip()}
 
 

@@ -21,7 +21,7 @@ def test_a_restored_state_lets_an_earlier_pass_stand_and_runs_every_check():
                                        {"availability.rejoin_s": "pass"})
     assert list(standing) == [REJOIN]
     assert standing[REJOIN].startswith("availability.rejoin_s passed (verdict pass) on this cluster earlier")
-    assert selection == f"test_node_count or {HEALTH_SELECTION}"
+    assert selection == f"test_node_count or ({HEALTH_SELECTION})"
 
 
 def test_a_state_the_revert_did_not_restore_fails_naming_what_differs():
@@ -34,7 +34,7 @@ def test_a_state_the_revert_did_not_restore_fails_naming_what_differs():
 def test_a_property_that_did_not_pass_earlier_is_measured_again():
     selection, standing = after_revert([RECOVERY, REJOIN], STATE, dict(STATE), {"availability.rejoin_s": "warn"})
     assert list(standing) == [REJOIN]
-    assert selection == f"{RECOVERY} or {HEALTH_SELECTION}"
+    assert selection == f"{RECOVERY} or ({HEALTH_SELECTION})"
     selection, standing = after_revert([RECOVERY], STATE, dict(STATE), {})
     assert (selection, standing) == (RECOVERY, {})
 
