@@ -483,7 +483,7 @@ FAULTS: tuple[Fault, ...] = (
           inject=_no_gradient_averaging, revert=_gradient_averaging_back,
           checks="test_property and (ranks_diverged or efficiency)",
           must_fail=("test_property[convergence.ranks_diverged]",),
-          must_warn=("scaling.efficiency",), judges_figures=True,
+          must_warn=("scaling.efficiency",), judges_figures=True, state=files_state(*_WORKLOADS.split()),
           message=r"convergence\.ranks_diverged = 1 ranks \(after training, the weights of rank 1 on {n1} differ "
                   r"from rank 0's on {n0}: the ranks did not average their gradients\) is above the upper bound 0",
           source="issue 13 F10"),
