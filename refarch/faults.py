@@ -139,23 +139,28 @@ def after_revert(failed: list[str], before: dict[str, str] | None, after: dict[s
         AssertionError: the readings after the revert differ from those
             before the fault (names what differs).
     """
-    if before is not None:
-        changed = sorted(k for k in set(before) | set(after or {}) if before.get(k) != (after or {}).get(k))
-        assert not changed, (
-            "the revert did not restore what the fault changed: "
-            + "; ".join(f"{k}: {before.get(k)!r} before, {(after or {}).get(k)!r} after" for k in changed))
     standing = {}
     if before is not None:
+        after = after or {}
+        changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+        assert not changed, (
+            "the revert did not restore what the fault changed: "
+            + "; ".join(f"{k}: {before.get(k)!r} before, {after.get(k)!r} after" for k in changed))
         for name in failed:
-            match = re.fullmatch(r"test_property\[(.+)\]", name)
-            if match and match.group(1) in passed_earlier:
-                standing[name] = (f"{match.group(1)} passed (verdict {passed_earlier[match.group(1)]}) on this "
-                                  "cluster earlier in the session, and the revert restored every reading of the "
-                                  "fault's state")
+            prop = property_id(name)
+            if prop in passed_earlier:
+                standing[name] = (f"{prop} passed (verdict {passed_earlier[prop]}) on this cluster earlier in the "
+                                  "session, and the revert restored every reading of the fault's state")
     rest = [n for n in failed if n not in standing]
     if standing:
         return " or ".join([*rest, f"({HEALTH_SELECTION})"]), standing
     return " or ".join(rest), standing
+
+
+def property_id(test_name: str) -> str:
+    """``scaling.efficiency`` for ``test_property[scaling.efficiency]``; "" for other tests."""
+    match = re.fullmatch(r"test_property\[(.+)\]", test_name)
+    return match.group(1) if match else ""
 
 
 def files_state(*paths: str, node: int | None = None):

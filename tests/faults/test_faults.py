@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from refarch import childrun, hostcmds
-from refarch.faults import FAULTS, FaultContext, after_revert
+from refarch.faults import FAULTS, FaultContext, after_revert, property_id
 from refarch.paths import runs_dir
 from refarch.pytest_plugin import say
 
@@ -32,12 +32,6 @@ def run_checks(run_id: str, selection: str, junit: Path, long: bool = False) -> 
         for prop in json.loads(results.read_text(encoding="utf-8")).get("properties", []):
             outcomes[f"property:{prop['id']}"] = (prop["verdict"], prop.get("message", ""))
     return outcomes
-
-
-def _property_id(test_name: str) -> str:
-    """``scaling.efficiency`` for ``test_property[scaling.efficiency]``; "" for other tests."""
-    match = re.fullmatch(r"test_property\[(.+)\]", test_name)
-    return match.group(1) if match else ""
 
 
 @pytest.fixture(scope="module")
@@ -82,11 +76,11 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results, request, clust
     # the machine's speed changed while it was measured) says nothing about
     # the fault: measured once more, as a person would.
     undecided = [n for n in failed_names if after.get(n, ("", ""))[0] == "failed"
-                 and after.get(f"property:{_property_id(n)}", ("", ""))[0] == "error"]
+                 and after.get(f"property:{property_id(n)}", ("", ""))[0] == "error"]
     if undecided:
         for name in undecided:
             warnings.warn(f"{fault.id}: after the revert {name} could not be judged, measured again: "
-                          f"{after[f'property:{_property_id(name)}'][1].splitlines()[0]}", stacklevel=1)
+                          f"{after[f'property:{property_id(name)}'][1].splitlines()[0]}", stacklevel=1)
         after.update(run_checks(fault_context.run_id, " or ".join(undecided), tmp_path / "reverted-again.xml",
                                 fault.long))
     results.faults[fault.id] = round(time.monotonic() - start, 1)
