@@ -4,18 +4,25 @@ it is reported as ``reused from run <roles-...> (key <key>, <age>)``, never
 silently.
 
 The key (:func:`scenario_key`) is a sha256 over the content of every file
-the scenario's verdict depends on: its own folder and the suite's Molecule
-resources, the roles it applies (its own and, in site.yml's order, those
-before it: ``prepare`` applies them), the playbook and Ansible settings, the
-pins (``descriptors/versions.yml``), the local profile, the Terraform
-modules, the node image's and wheelhouse's inputs (so the image hashes
-follow), the packaging, the checks Molecule's verify runs
-(:data:`VERIFY_TESTS`, ``tests/vm``) and the suite's code those and the
-scenario runner load: the ``refarch`` modules in the import closure
-(:func:`suite_modules`) of the runner, the CLI that create/destroy call,
-the root conftest's plugins and the checks.  A change to any of them is a
-new key; a change to a module none of them imports (the fault cases, the
-release gate, the report) is not.
+the scenario's verdict depends on besides the suite's own Python code: its
+own folder and the suite's Molecule resources, the roles it applies (its own
+and, in site.yml's order, those before it: ``prepare`` applies them), the
+playbook and Ansible settings, the pins (``descriptors/versions.yml``), the
+local profile, the Terraform modules, the node image's and wheelhouse's
+inputs (so the image hashes follow), the packaging, the checks Molecule's
+verify runs (:data:`VERIFY_TESTS`; the VM scenario's, :data:`VM_TESTS`) and the package's
+templates.  The suite's code is keyed by what the scenario really ran: every
+process of it (the runner, the CLI that create/destroy call, Terraform's
+callbacks, the verify's pytest) writes the ``refarch`` modules it loaded
+(``REFARCH_LOADED_MODULES``, see ``refarch/__init__.py``), and the record
+keeps each one's sha256 (:func:`module_hashes`).  A record is honoured only
+while every one of those modules is unchanged: a change to a module no
+process of the scenario loaded (the fault cases, the release gate and
+comparison, the report) reruns nothing, a change to one it loaded reruns
+it.  A module can only start being loaded when one that is loaded changes
+(its import), so the recorded set cannot miss one.  A run whose processes
+wrote no list, or a list without the CLI and the pytest plugin that every
+scenario loads (:data:`ALWAYS_LOADED`), leaves no record.
 
 Records are honoured only on the machine that wrote them (``/etc/machine-id``
 and host name) and only while younger than a day: another machine, or the
@@ -26,11 +33,9 @@ turns reuse off.  Only passed scenarios are recorded.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import os
-import re
 import socket
 import time
 from pathlib import Path
@@ -46,53 +51,17 @@ ROLE_ORDER = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", 
 COMMON_INPUTS = ["descriptors/ansible/site.yml", "descriptors/ansible/ansible.cfg",
                  "descriptors/ansible/molecule/resources", "descriptors/versions.yml",
                  "descriptors/profiles/local.yml", "descriptors/terraform", "descriptors/wheelhouse",
-                 "tests/vm", "conftest.py", "pyproject.toml", "tox.ini"]
+                 "conftest.py", "pyproject.toml", "tox.ini", "refarch/templates"]
 #: The checks Molecule's verify runs on the local platform (resources/verify.yml).
 VERIFY_TESTS = ["tests/integration/__init__.py", "tests/integration/test_nodes.py",
                 "tests/integration/test_cluster.py"]
-#: Modules a scenario's run loads by name rather than by import: the runner
-#: (refarch roles), the CLI that resources/create.yml and destroy.yml call
-#: (python -m refarch) and the root conftest's pytest plugins.
-ENTRY_MODULES = ["roles", "cli", "__main__", "__init__"]
-
-
-def _refarch_imports(path: Path, known: set[str]) -> set[str]:
-    """The ``refarch`` modules (names of :data:`known`) that the Python file
-    ``path`` imports anywhere in its body, relative or absolute."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.ImportFrom):
-            parts = (node.module or "").split(".")
-            if node.level == 1 or parts[0] == "refarch":
-                sub = parts[0] if node.level == 1 else (parts[1] if len(parts) > 1 else "")
-                found |= {sub} if sub else {alias.name for alias in node.names}
-        elif isinstance(node, ast.Import):
-            found |= {a.name.split(".")[1] for a in node.names if a.name.startswith("refarch.")}
-    return found & known
-
-
-def suite_modules(root: Path = ROOT) -> list[Path]:
-    """The ``refarch/*.py`` files a role scenario's run can load: the import
-    closure (static, every ``import`` in a module's body, functions
-    included) of :data:`ENTRY_MODULES`, the root conftest's
-    ``pytest_plugins`` and the refarch imports of :data:`VERIFY_TESTS` and
-    ``tests/vm``; sorted paths."""
-    package = root / "refarch"
-    known = {p.stem for p in package.glob("*.py")}
-    todo = [m for m in ENTRY_MODULES if m in known]
-    conftest = root / "conftest.py"
-    if conftest.is_file():
-        todo += [m for m in re.findall(r"refarch\.(\w+)", conftest.read_text(encoding="utf-8")) if m in known]
-    for test in [*(root / t for t in VERIFY_TESTS), *sorted((root / "tests/vm").glob("*.py"))]:
-        if test.is_file():
-            todo += sorted(_refarch_imports(test, known))
-    seen: set[str] = set()
-    while todo:
-        name = todo.pop()
-        if name not in seen:
-            seen.add(name)
-            todo += sorted(_refarch_imports(package / f"{name}.py", known) - seen)
-    return sorted(package / f"{m}.py" for m in seen)
+#: The checks the VM scenario's verify runs (REFARCH_MOLECULE_PYTEST).
+VM_TESTS = ["tests/vm"]
+#: Modules every scenario's processes load (the CLI of create/destroy, the
+#: root conftest's plugin in verify): a list without them is incomplete.
+ALWAYS_LOADED = ("cli", "pytest_plugin")
+#: The environment variable naming the file the processes append to.
+LOADED_ENV = "REFARCH_LOADED_MODULES"
 
 
 def machine_id() -> str:
@@ -107,13 +76,14 @@ def machine_id() -> str:
 
 
 def scenario_inputs(name: str, root: Path = ROOT) -> list[Path]:
-    """The files and folders scenario ``name``'s verdict depends on (module
-    docstring); a scenario that is not a role (cloud-init, nfs) depends on
-    every role."""
+    """The files and folders scenario ``name``'s verdict depends on besides
+    the suite's Python modules (module docstring); a scenario that is not a
+    role (nfs, on virtual machines) depends on every role and on the VM
+    checks (:data:`VM_TESTS`)."""
     roles = ROLE_ORDER[:ROLE_ORDER.index(name) + 1] if name in ROLE_ORDER else ROLE_ORDER
     paths = [f"descriptors/ansible/molecule/{name}", *(f"descriptors/ansible/roles/{r}" for r in roles),
-             *COMMON_INPUTS, *VERIFY_TESTS]
-    return [root / p for p in paths] + suite_modules(root)
+             *COMMON_INPUTS, *VERIFY_TESTS, *([] if name in ROLE_ORDER else VM_TESTS)]
+    return [root / p for p in paths]
 
 
 def scenario_key(name: str, root: Path = ROOT) -> str:
@@ -145,31 +115,91 @@ def enabled() -> bool:
     return os.environ.get("REFARCH_ROLES_REUSE", "1") != "0"
 
 
-def lookup(name: str, key: str, now: float | None = None) -> dict | None:
-    """The record of a pass of scenario ``name`` with ``key`` on this machine
-    younger than :data:`MAX_AGE_S`, else None.  The record holds ``run``
-    (the roles run folder's name), ``key``, ``machine``, ``passed_at``
-    (epoch seconds), ``seconds`` (how long it ran) and ``log``."""
+def module_hashes(names, root: Path = ROOT) -> dict[str, str]:
+    """``{"refarch/<name>.py": sha256 hex}`` of the package's modules
+    ``names`` (an iterable of module names as :data:`LOADED_ENV`'s file
+    lists them); a module without a file counts as ``"missing"``."""
+    hashes = {}
+    for name in sorted(set(names)):
+        path = root / "refarch" / f"{name}.py"
+        rel = str(path.relative_to(root))
+        hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+    return hashes
+
+
+def loaded_modules(path: Path) -> set[str]:
+    """The module names the scenario's processes wrote to ``path`` (empty
+    when none did)."""
+    try:
+        return {line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()}
+    except OSError:
+        return set()
+
+
+def record_modules(listed: set[str], runner: set[str], root: Path = ROOT) -> dict[str, str]:
+    """:func:`module_hashes` of the modules the scenario's processes
+    ``listed`` and those the ``runner`` process loaded.
+
+    Raises:
+        ValueError: ``listed`` lacks one of :data:`ALWAYS_LOADED` (a process
+            did not write its list: a record would be unsound).
+    """
+    missing = [m for m in ALWAYS_LOADED if m not in listed]
+    if missing:
+        raise ValueError(f"the scenario's processes did not list {', '.join(missing)}: no reuse record")
+    return module_hashes(listed | runner, root)
+
+
+def check(name: str, key: str, now: float | None = None, root: Path = ROOT) -> tuple[dict | None, str]:
+    """``(record, "")`` when a pass of scenario ``name`` with ``key`` on this
+    machine, younger than :data:`MAX_AGE_S`, ran only modules that are
+    unchanged; else ``(None, why)``, ``why`` empty when there is no record
+    at all.  The record holds ``run`` (the roles run folder's name),
+    ``key``, ``machine``, ``passed_at`` (epoch seconds), ``seconds`` (how
+    long it ran), ``log`` and ``modules`` (:func:`module_hashes`)."""
     if not enabled():
-        return None
+        return None, ""
     try:
         record = json.loads(_record_path(name, key).read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None
+        return None, ""
     now = time.time() if now is None else now
-    if record.get("key") != key or record.get("machine") != machine_id():
-        return None
+    if record.get("key") != key:
+        return None, ""
+    if record.get("machine") != machine_id():
+        return None, f"its pass in run {record.get('run')} was on another machine"
     if not 0 <= now - float(record.get("passed_at", 0)) <= MAX_AGE_S:
-        return None
-    return record
+        return None, f"its pass in run {record.get('run')} is older than {MAX_AGE_S // 3600} h"
+    recorded = record.get("modules") or {}
+    if not recorded:
+        return None, f"its pass in run {record.get('run')} recorded no modules"
+    current = module_hashes([Path(rel).stem for rel in recorded], root)
+    changed = sorted(rel for rel, digest in recorded.items() if current.get(rel) != digest)
+    if changed:
+        return None, f"{', '.join(changed)} changed since its pass in run {record.get('run')}"
+    return record, ""
 
 
-def remember(name: str, key: str, run: str, seconds: float, log: str) -> Path:
-    """Record that scenario ``name`` passed with ``key`` in roles run ``run``."""
+def lookup(name: str, key: str, now: float | None = None, root: Path = ROOT) -> dict | None:
+    """The record :func:`check` honours, else None."""
+    return check(name, key, now, root)[0]
+
+
+def remember(name: str, key: str, run: str, seconds: float, log: str, modules: dict[str, str]) -> Path:
+    """Record that scenario ``name`` passed with ``key`` in roles run ``run``,
+    having loaded ``modules`` (:func:`module_hashes`).
+
+    Raises:
+        ValueError: ``modules`` lacks one of :data:`ALWAYS_LOADED` (the
+            processes' list is incomplete: a record would be unsound).
+    """
+    missing = [m for m in ALWAYS_LOADED if f"refarch/{m}.py" not in modules]
+    if missing:
+        raise ValueError(f"the scenario's processes did not list {', '.join(missing)}: no reuse record")
     path = _record_path(name, key)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"scenario": name, "key": key, "machine": machine_id(), "run": run, "passed_at": time.time(),
-              "seconds": seconds, "log": log}
+              "seconds": seconds, "log": log, "modules": modules}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2), encoding="utf-8")
     tmp.replace(path)

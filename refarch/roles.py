@@ -98,15 +98,26 @@ class Outcome:
     reused_from: str = ""
 
 
-def molecule_env() -> dict[str, str]:
+def molecule_env(loaded: Path | None = None) -> dict[str, str]:
     """PATH with this Python environment's bin first: Molecule runs
     ansible-playbook and ansible-config from there (also when the runner
-    is started as ``.tox/molecule/bin/python -m refarch roles``); and this
-    runner as the owner of the nodes the scenarios make (owner.OWNER_ENV)."""
+    is started as ``.tox/molecule/bin/python -m refarch roles``); this
+    runner as the owner of the nodes the scenarios make (owner.OWNER_ENV);
+    and, with ``loaded``, the file the scenario's processes list the suite's
+    modules they load in (rolecache.LOADED_ENV)."""
     import os
 
-    return {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-            OWNER_ENV: str(os.getpid())}
+    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+           OWNER_ENV: str(os.getpid())}
+    if loaded is not None:
+        env[rolecache.LOADED_ENV] = str(loaded)
+    return env
+
+
+def _runner_modules() -> set[str]:
+    """The package's modules this runner process has loaded (they decide how
+    a scenario is run, so they key its record too)."""
+    return {name.split(".")[1] for name in list(sys.modules) if name.startswith("refarch.") and name.count(".") == 1}
 
 
 def _destroy(name: str, log: Path) -> None:
@@ -122,24 +133,32 @@ def run_scenario(name: str, out: Path) -> Outcome:
     if reason:
         return Outcome(name, "skipped", 0.0, reason)
     key = rolecache.scenario_key(name)
-    record = rolecache.lookup(name, key)
+    record, why = rolecache.check(name, key)
     if record:
         return Outcome(name, "passed", 0.0, rolecache.describe(record), record.get("log", ""), key, record["run"])
+    if why:
+        print(f"refarch: roles: {name} runs again: {why}", file=sys.stderr, flush=True)
     log = out / f"{name}.log"
+    loaded = out / f"{name}.modules"
+    loaded.unlink(missing_ok=True)
     start = time.monotonic()
     failed: dict[str, str] = {}
     with lifecycle.guarded(lambda: _destroy(name, log), keep=lambda: not lifecycle.INTERRUPTED):
         with progress.heartbeat(f"role scenario {name}", log=log):
             try:
                 proc.run([molecule(), "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
-                         stream=True, env=molecule_env())
+                         stream=True, env=molecule_env(loaded))
             except (CommandError, PhaseTimeout) as exc:
                 failed["why"] = str(exc).splitlines()[0]
     seconds = round(time.monotonic() - start, 1)
     if failed:
         return Outcome(name, "failed", seconds, failure_line(log.read_text(encoding="utf-8", errors="replace"))
                        or failed["why"], str(log), key)
-    rolecache.remember(name, key, out.name, seconds, str(log))
+    try:
+        modules = rolecache.record_modules(rolecache.loaded_modules(loaded), _runner_modules())
+        rolecache.remember(name, key, out.name, seconds, str(log), modules)
+    except ValueError as exc:
+        print(f"refarch: roles: {name}: {exc}", file=sys.stderr, flush=True)
     return Outcome(name, "passed", seconds, log=str(log), key=key)
 
 

@@ -30,7 +30,7 @@ def test_the_key_follows_the_role_the_roles_before_it_and_the_suite_not_the_role
     (tree / "descriptors/ansible/roles/horovod/tasks/main.yml").write_text("# later role changed\n")
     assert rolecache.scenario_key("openmpi", tree) == key
     for rel in ["descriptors/ansible/roles/common/tasks/main.yml", "descriptors/ansible/roles/openmpi/tasks/main.yml",
-                "refarch/checks.py", "tests/integration/test_nodes.py", "descriptors/versions.yml",
+                "tests/integration/test_nodes.py", "descriptors/versions.yml",
                 "descriptors/ansible/molecule/openmpi/molecule.yml"]:
         (tree / rel).write_text("# changed\n")
         new = rolecache.scenario_key("openmpi", tree)
@@ -38,29 +38,73 @@ def test_the_key_follows_the_role_the_roles_before_it_and_the_suite_not_the_role
         key = new
 
 
-def test_the_key_follows_the_suite_code_a_scenario_loads_not_the_rest(tree):
-    """checks.py is imported by the verify checks and imports proc.py: both
-    count; faults.py is imported by nothing a scenario runs."""
-    assert [p.name for p in rolecache.suite_modules(tree)] == ["checks.py", "proc.py"]
+def _loaded(tree, *names):
+    for name in ("cli", "pytest_plugin", *names):
+        (tree / f"refarch/{name}.py").write_text(f"# {name}\n")
+    return rolecache.module_hashes(["cli", "pytest_plugin", *names], tree)
+
+
+def test_the_suite_code_counts_as_far_as_the_scenarios_processes_loaded_it(tree):
+    """proc.py was loaded by the scenario's processes: a change to it reruns
+    the scenario, naming it; faults.py was not: a change to it reruns
+    nothing.  Neither is in the key itself."""
     key = rolecache.scenario_key("openmpi", tree)
+    rolecache.remember("openmpi", key, "roles-20261130-120000", 33.4, "openmpi.log", _loaded(tree, "proc"))
     (tree / "refarch/faults.py").write_text("# another fault case\n")
     assert rolecache.scenario_key("openmpi", tree) == key
+    assert rolecache.lookup("openmpi", key, root=tree)["run"] == "roles-20261130-120000"
     (tree / "refarch/proc.py").write_text("# changed\n")
-    assert rolecache.scenario_key("openmpi", tree) != key
+    assert rolecache.scenario_key("openmpi", tree) == key
+    assert rolecache.check("openmpi", key, root=tree) == (
+        None, "refarch/proc.py changed since its pass in run roles-20261130-120000")
+    (tree / "refarch/proc.py").unlink()
+    assert rolecache.lookup("openmpi", key, root=tree) is None
+
+
+def test_a_run_whose_processes_listed_no_cli_or_plugin_leaves_no_record(tree, tmp_path):
+    listed = tmp_path / "openmpi.modules"
+    listed.write_text("proc\ncli\n")
+    key = rolecache.scenario_key("openmpi", tree)
+    with pytest.raises(ValueError, match="did not list pytest_plugin: no reuse record"):
+        rolecache.record_modules(rolecache.loaded_modules(listed), {"pytest_plugin", "roles"}, tree)
+    with pytest.raises(ValueError, match="did not list pytest_plugin: no reuse record"):
+        rolecache.remember("openmpi", key, "roles-x", 1.0, "x.log", rolecache.module_hashes({"cli"}, tree))
+    assert rolecache.loaded_modules(tmp_path / "nothing.modules") == set()
+    assert rolecache.lookup("openmpi", key, root=tree) is None
+
+
+def test_the_package_lists_the_modules_a_process_loaded_when_it_exits(tmp_path):
+    """What each scenario process does (refarch/__init__.py): a real child
+    Python that imports refarch.errors appends it, the package and the
+    entry module to the file REFARCH_LOADED_MODULES names."""
+    import os
+    import subprocess
+    import sys
+
+    from refarch.paths import ROOT
+
+    listed = tmp_path / "loaded"
+    env = {**os.environ, rolecache.LOADED_ENV: str(listed), "PYTHONPATH": str(ROOT)}
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", "import refarch.errors"], env=env, check=True, cwd=tmp_path)
+    assert {"errors", "__init__", "__main__"} <= rolecache.loaded_modules(listed)
+    assert listed.read_text().count("errors\n") == 2  # appended, not overwritten
 
 
 def test_a_pass_is_reused_on_this_machine_within_a_day_only(tree, monkeypatch):
     key = rolecache.scenario_key("openmpi", tree)
-    assert rolecache.lookup("openmpi", key) is None
-    rolecache.remember("openmpi", key, "roles-20261130-120000", 33.4, "runs/roles-20261130-120000/openmpi.log")
-    record = rolecache.lookup("openmpi", key)
+    assert rolecache.lookup("openmpi", key, root=tree) is None
+    rolecache.remember("openmpi", key, "roles-20261130-120000", 33.4, "runs/roles-20261130-120000/openmpi.log",
+                       _loaded(tree))
+    record = rolecache.lookup("openmpi", key, root=tree)
     assert record["run"] == "roles-20261130-120000"
     assert rolecache.describe(record, now=record["passed_at"] + 3 * 3600).startswith(
         f"reused from run roles-20261130-120000 (key {key[:12]}, passed 3.0 h ago in 33 s)")
-    assert rolecache.lookup("openmpi", key, now=time.time() + rolecache.MAX_AGE_S + 60) is None
-    assert rolecache.lookup("openmpi", "0" * 64) is None
+    assert rolecache.check("openmpi", key, now=time.time() + rolecache.MAX_AGE_S + 60, root=tree) == (
+        None, "its pass in run roles-20261130-120000 is older than 24 h")
+    assert rolecache.lookup("openmpi", "0" * 64, root=tree) is None
     monkeypatch.setenv("REFARCH_ROLES_REUSE", "0")
-    assert rolecache.lookup("openmpi", key) is None
+    assert rolecache.lookup("openmpi", key, root=tree) is None
     monkeypatch.delenv("REFARCH_ROLES_REUSE")
     monkeypatch.setattr(rolecache, "machine_id", lambda: "another-host/0123")
-    assert rolecache.lookup("openmpi", key) is None
+    assert rolecache.lookup("openmpi", key, root=tree) is None

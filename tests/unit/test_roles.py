@@ -73,7 +73,12 @@ def test_a_scenario_that_passed_here_with_the_same_inputs_is_reused_and_says_so(
     monkeypatch.delenv("REFARCH_ROLES_REUSE", raising=False)
     ran = []
     monkeypatch.setattr(roles, "molecule", lambda: "molecule")
-    monkeypatch.setattr(roles.proc, "run", lambda cmd, **kw: ran.append(cmd))
+
+    def molecule_test(cmd, **kw):  # the scenario's processes list what they loaded
+        ran.append(cmd)
+        Path(kw["env"][roles.rolecache.LOADED_ENV]).write_text("cli\npytest_plugin\nproc\n")
+
+    monkeypatch.setattr(roles.proc, "run", molecule_test)
     first = roles.run_scenario("common", tmp_path)
     assert first.status == "passed" and not first.reused_from and len(ran) == 1
     again = roles.run_scenario("common", tmp_path)
@@ -82,4 +87,15 @@ def test_a_scenario_that_passed_here_with_the_same_inputs_is_reused_and_says_so(
     text = roles.write_junit([again], tmp_path / "j.xml").read_text()
     assert f'name="reused_from" value="{tmp_path.name}"' in text and "reused from run" in text
     monkeypatch.setenv("REFARCH_ROLES_REUSE", "0")
+    assert not roles.run_scenario("common", tmp_path).reused_from and len(ran) == 2
+
+
+def test_a_scenario_whose_processes_listed_nothing_runs_again_next_time(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("REFARCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("REFARCH_ROLES_REUSE", raising=False)
+    ran = []
+    monkeypatch.setattr(roles, "molecule", lambda: "molecule")
+    monkeypatch.setattr(roles.proc, "run", lambda cmd, **kw: ran.append(cmd))
+    roles.run_scenario("common", tmp_path)
+    assert "did not list cli, pytest_plugin: no reuse record" in capsys.readouterr().err
     assert not roles.run_scenario("common", tmp_path).reused_from and len(ran) == 2
