@@ -33,7 +33,6 @@ class FaultContext:
     run_id: str
     contract: Contract
     training_user: str = "hvd"
-    wheelhouse: str = ""
 
     def container(self, node: str) -> str:
         return f"{self.run_id}-{node}"
@@ -403,16 +402,57 @@ def _ssh_alive_back(ctx: FaultContext) -> None:
         ctx.sh(node, _restore(_SSH_ELASTIC))
 
 
-def _swap_tensorflow(ctx: FaultContext, version: str) -> None:
-    node = ctx.node(1)
-    find = "--no-index --find-links /srv/fault-wheels" if version != "2.15.1" else (
-        f"--no-index --find-links {ctx.wheelhouse}")
-    ctx.sh(node, f"/opt/horovod/bin/pip install -q --no-deps --force-reinstall {find} tensorflow-cpu=={version}")
+#: Where F4 keeps the node's own TensorFlow while another one is installed.
+_TF_ASIDE = "/root/refarch-fault-tensorflow"
+
+#: F4 on the node, in the Horovod environment's Python: ``aside`` moves
+#: every file and folder of the installed tensorflow-cpu distribution (its
+#: RECORD: the package folders, the dist-info, the scripts in bin/) to
+#: _TF_ASIDE, keeping their paths; ``back`` removes what is at those paths
+#: now (the other version's folders, what pip uninstall left) and moves
+#: them back.  A rename each way instead of reinstalling the pinned wheel:
+#: the node's files come back as they were (inode, mode, content).
+_TF_STASH = r"""
+import importlib.metadata as md, json, os, pathlib, shutil, sys
+aside = pathlib.Path(sys.argv[2])
+listing = aside / "paths.json"
+if sys.argv[1] == "aside":
+    if aside.exists():
+        sys.exit(f"{aside} exists: an earlier F4 was not reverted")
+    dist = md.distribution("tensorflow-cpu")
+    base = pathlib.Path(dist.locate_file("")).resolve()
+    paths = set()
+    for f in dist.files:
+        full = pathlib.Path(os.path.normpath(base / f))
+        rel = full.relative_to(base) if full.is_relative_to(base) else None
+        paths.add(str(base / rel.parts[0]) if rel is not None and len(rel.parts) > 1 else str(full))
+    paths = sorted(p for p in paths if os.path.lexists(p))
+    aside.mkdir(parents=True)
+    for i, p in enumerate(paths):
+        os.rename(p, aside / str(i))
+    listing.write_text(json.dumps(paths))
+else:
+    paths = json.loads(listing.read_text())
+    for i, p in enumerate(paths):
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        elif os.path.lexists(p):
+            os.remove(p)
+        os.rename(aside / str(i), p)
+    listing.unlink()
+    aside.rmdir()
+"""
+
+
+def _tf_stash(ctx: FaultContext, action: str) -> None:
+    script = _TF_STASH.replace("'", "'\\''")
+    ctx.sh(ctx.node(1), f"/opt/horovod/bin/python -c '{script}' {action} {_TF_ASIDE}")
 
 
 def _inject_tf(ctx: FaultContext) -> None:
-    """TensorFlow 2.14.1 on the second node only (the wheel is cached on the
-    host and copied in: no download from the node)."""
+    """TensorFlow 2.14.1 on the second node only: the node's own 2.15.1 is
+    moved aside (_TF_STASH), then 2.14.1 is installed from its wheel, cached
+    on the host and copied in (no download from the node)."""
     from .paths import cache_dir
 
     wheels = cache_dir() / "fault-wheels"
@@ -424,7 +464,15 @@ def _inject_tf(ctx: FaultContext) -> None:
     ctx.sh(node, "mkdir -p /srv/fault-wheels")
     for whl in wheels.glob("tensorflow_cpu-2.14.1-*.whl"):
         proc.run(["podman", "cp", str(whl), f"{ctx.container(node)}:/srv/fault-wheels/"], timeout=300)
-    _swap_tensorflow(ctx, "2.14.1")
+    _tf_stash(ctx, "aside")
+    ctx.sh(node, "/opt/horovod/bin/pip install -q --no-deps --no-compile --no-index --find-links /srv/fault-wheels "
+                 "tensorflow-cpu==2.14.1")
+
+
+def _revert_tf(ctx: FaultContext) -> None:
+    """2.14.1 uninstalled, the node's own TensorFlow moved back."""
+    ctx.sh(ctx.node(1), "/opt/horovod/bin/pip uninstall -q -y tensorflow-cpu")
+    _tf_stash(ctx, "back")
 
 
 FAULTS: tuple[Fault, ...] = (
@@ -448,7 +496,7 @@ FAULTS: tuple[Fault, ...] = (
           must_fail=("test_shared_storage_write_read_everywhere[",),
           message=r"training user {user} cannot write /shared/\.refarch-check-", source="FAULTS.md F3"),
     Fault("F4", "one node gets another TensorFlow than Horovod was built against",
-          inject=_inject_tf, revert=lambda c: _swap_tensorflow(c, "2.15.1"),
+          inject=_inject_tf, revert=_revert_tf,
           checks="test_versions_consistent or test_horovod_build",
           must_fail=("test_versions_consistent", "test_horovod_build[{n1}]"),
           message=r"tensorflow-cpu: {n0}=2\.15\.1, {n1}=2\.14\.1", source="FAULTS.md F4"),

@@ -37,8 +37,7 @@ def run_checks(run_id: str, selection: str, junit: Path, long: bool = False) -> 
 @pytest.fixture(scope="module")
 def fault_context(cluster, profile):
     hostcmds.preflight(["faults"])  # nsenter, nft: one line naming what is missing
-    wheelhouse = f"{cluster.contract.shared_storage['mount_point']}/wheelhouse-{cluster.wheelhouse.name}"
-    return FaultContext(cluster.run_id, cluster.contract, profile.training_user.name, wheelhouse)
+    return FaultContext(cluster.run_id, cluster.contract, profile.training_user.name)
 
 
 @pytest.mark.parametrize("fault", [pytest.param(f, id=f.id, marks=[pytest.mark.runs_alone] if f.alone else [])
