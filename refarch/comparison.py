@@ -11,16 +11,25 @@ whether there is one) and the ratio of medians stays robust to one
 disturbed repetition.  Source: Efron & Tibshirani, *An Introduction to the
 Bootstrap* (1993), ch. 13 (percentile intervals).
 
-The verdict against the policy's tolerance t of the figure (better: higher
-or lower, refarch.gate.Tolerance):
+The verdict against the policy's tolerance of the figure (refarch.gate.
+Tolerance: ``relative`` t, ``absolute`` a in the figure's unit, ``better``
+higher or lower), on the interval [low, high] of candidate/baseline, with
+m the baseline's median:
 
-- ``regression``: the whole interval lies on the bad side of 1 - t (1 + t
-  for a figure where lower is better);
-- ``improvement``: the whole interval lies on the good side of 1 + t (1 - t);
-- ``inconclusive``: the interval reaches past the tolerance on the bad side
-  but not wholly: a regression can be neither shown nor excluded ("need more
-  repetitions"), never a pass;
-- ``no change detected`` otherwise, with the interval shown.
+- ``regression``: the whole interval lies past the tolerance on the bad
+  side: high < 1 - t (higher is better) or low > 1 + t (lower is better),
+  and even its near end is a change of more than a (|1 - near end| * m);
+- ``improvement``: the whole interval lies on the good side: low > 1 + t,
+  or high < 1 / (1 + t);
+- ``inconclusive``: the interval reaches past the relative tolerance on the
+  bad side but not wholly, and its far end is a change of more than a: a
+  regression can be neither shown nor excluded ("need more repetitions"),
+  never a pass;
+- ``no change detected`` otherwise, with the interval shown (also when
+  every change the interval allows is within a).
+
+Lower is better (recovery seconds) is bounded on the ratio itself (1 + t),
+not by mirroring the interval: a tolerance of 100 % means twice as long.
 """
 
 from __future__ import annotations
@@ -62,40 +71,50 @@ def ratio_interval(baseline: list[float], candidate: list[float], seed: int = 0)
     return statistics.median(candidate) / statistics.median(baseline), float(ci.low), float(ci.high)
 
 
-def verdict(low: float, high: float, tolerance: float, better: str) -> str:
+def verdict(low: float, high: float, tolerance: float, better: str, absolute: float = 0.0,
+            scale: float = 1.0) -> str:
     """The verdict of an interval [low, high] of candidate/baseline against
-    ``tolerance`` (a fraction) where ``better`` is "higher" or "lower"."""
-    if better == "lower":  # a smaller figure is better: mirror the interval
-        low, high = 1 / high, 1 / low
-    if high < 1 - tolerance:
+    ``tolerance`` (a fraction) and ``absolute`` (in the figure's unit, for a
+    baseline median ``scale``) where ``better`` is "higher" or "lower"
+    (module docstring)."""
+    if better == "lower":
+        bad_near, bad_far = low - 1, high - 1  # growth at the interval's ends
+        past_all, past_some = low > 1 + tolerance, high > 1 + tolerance
+        good = high < 1 / (1 + tolerance)
+    else:
+        bad_near, bad_far = 1 - high, 1 - low  # loss at the interval's ends
+        past_all, past_some = high < 1 - tolerance, low < 1 - tolerance
+        good = low > 1 + tolerance
+    if past_all and bad_near * scale > absolute:
         return "regression"
-    if low > 1 + tolerance:
+    if good:
         return "improvement"
-    if low < 1 - tolerance:
+    if past_some and bad_far * scale > absolute:
         return "inconclusive"
     return "no change detected"
 
 
 def compare_figure(name: str, baseline: list[float], candidate: list[float], tolerance: float, better: str,
-                   seed: int = 0) -> dict:
+                   seed: int = 0, absolute: float = 0.0) -> dict:
     """One figure's comparison: figure, both sides' values and medians,
-    ratio, ci95 [low, high], tolerance, better, verdict, and a message
-    naming both medians and the interval.
+    ratio, ci95 [low, high], tolerance, absolute, better, verdict, and a
+    message naming both medians and the interval.
 
     Raises:
         ValueError: see :func:`ratio_interval`.
     """
     ratio, low, high = ratio_interval(baseline, candidate, seed)
-    result = verdict(low, high, tolerance, better)
     med_b, med_c = statistics.median(baseline), statistics.median(candidate)
+    result = verdict(low, high, tolerance, better, absolute, med_b)
     why = {"inconclusive": ": need more repetitions (the interval reaches past the tolerance)",
            "regression": f": worse than the tolerance {tolerance:.0%} allows"}.get(result, "")
     message = (f"{name}: {result} (candidate {med_c:.4g} against baseline {med_b:.4g}, median of "
                f"{len(candidate)} and {len(baseline)}; candidate/baseline {ratio:.3f}, 95 % interval "
-               f"{low:.3f}-{high:.3f}; tolerance {tolerance:.0%}, {better} is better){why}")
+               f"{low:.3f}-{high:.3f}; tolerance {tolerance:.0%}{f' and {absolute:g}' if absolute else ''}, "
+               f"{better} is better){why}")
     return {"figure": name, "baseline": list(baseline), "candidate": list(candidate),
             "baseline_median": med_b, "candidate_median": med_c, "ratio": round(ratio, 4),
-            "ci95": [round(low, 4), round(high, 4)], "tolerance": tolerance, "better": better,
+            "ci95": [round(low, 4), round(high, 4)], "tolerance": tolerance, "absolute": absolute, "better": better,
             "verdict": result, "message": message}
 
 
@@ -114,5 +133,5 @@ def compare_all(baseline_runs: list[dict], candidate_runs: list[dict], tolerance
         if tol is None:
             continue
         out.append(compare_figure(name, [r[name] for r in baseline_runs], [r[name] for r in candidate_runs],
-                                  tol.relative, tol.better))
+                                  tol.relative, tol.better, absolute=tol.absolute))
     return out

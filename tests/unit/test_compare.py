@@ -48,6 +48,28 @@ def test_lower_is_better_mirrors_the_verdict():
     assert comparison.verdict(0.95, 1.05, 0.15, "lower") == "no change detected"
 
 
+#: availability.recovery_s and rejoin_s (seconds, stop mode) of one tree on
+#: this machine, 2026-12-01 (runs/*/logs/availability-stop-*.json).
+RECOVERY = [0.66, 0.9, 1.14, 1.92, 1.98, 2.22]
+REJOIN = [34.16, 29.53, 31.17, 33.1]
+
+
+def test_recovery_of_one_tree_twice_is_never_a_regression_and_twice_as_long_is():
+    tol = gate.load_policy().regression.side_by_side
+    rec, rej = tol["availability.recovery_s"], tol["availability.rejoin_s"]
+    same = comparison.compare_figure("availability.recovery_s", RECOVERY[::2], RECOVERY[1::2], rec.relative,
+                                     rec.better, absolute=rec.absolute)
+    assert same["verdict"] in ("no change detected", "inconclusive"), same["message"]
+    slower = comparison.compare_figure("availability.rejoin_s", REJOIN[:3], [v * 1.6 for v in REJOIN[1:]],
+                                       rej.relative, rej.better, absolute=rej.absolute)
+    assert slower["verdict"] == "regression" and "tolerance 25% and 5, lower is better" in slower["message"]
+    # Lower is better is bounded on the ratio: 100 % is twice as long (a
+    # mirrored interval would make it never), and within 1 s is no change.
+    assert comparison.verdict(2.2, 3.0, 1.0, "lower", absolute=1.0, scale=27) == "regression"
+    assert comparison.verdict(2.2, 3.0, 1.0, "lower", absolute=1.0, scale=0.4) == "no change detected"
+    assert comparison.verdict(1.5, 3.0, 1.0, "lower", absolute=1.0, scale=27) == "inconclusive"
+
+
 @pytest.mark.parametrize("baseline, candidate, message", [
     ([1.0, 2.0], [1.0, 2.0, 3.0], "baseline: 2 figures, at least 3 repetitions"),
     ([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0], "finite and positive"),
@@ -181,3 +203,43 @@ def test_the_recorded_seeded_slowdown_is_a_regression_with_both_medians_and_the_
                                      "40.24, median of 3 and 3; candidate/baseline 0.845, 95 % interval 0.768-0.896")
     assert verdicts["scaling.efficiency"]["verdict"] == "regression"
     assert verdicts["images_per_sec[np=1,batch=16]"]["verdict"] == "no change detected"  # one rank fuses nothing
+
+
+def test_a_repetition_measures_recovery_and_keeps_a_figure_outside_the_profiles_reference(monkeypatch, tmp_path,
+                                                                                          capsys):
+    """An older release may recover past the profile's bound: its figure is
+    still compared.  A property that was not measured (the node never went
+    down), or any other failed test, ends the comparison."""
+    import json
+
+    run = tmp_path / "hvd-old"
+    run.mkdir()
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path)
+    results = {"properties": [
+        {"id": "availability.recovery_s", "verdict": "fail", "measured": 141.8},
+        {"id": "availability.rejoin_s", "verdict": "pass", "measured": 30.2},
+        {"id": "scaling.efficiency", "verdict": "pass", "measured": 0.55}],
+        "smoke": {"scaling": [{"world_size": 2, "batch_size": 16, "images_per_sec": 8.1}]}}
+    (run / "results.json").write_text(json.dumps(results))
+    calls = []
+    outcome = {"test_property[availability.recovery_s]": ("failed", "availability.recovery_s = 141.8 seconds "
+                                                                     "is above the upper bound 5.3\nmore"),
+               "test_property[availability.rejoin_s]": ("passed", "")}
+    monkeypatch.setattr(compare.childrun, "run_checks", lambda *a, **kw: calls.append((a, kw)) or dict(outcome))
+    side = compare.Side("baseline", "v0.1.0", tmp_path, "0.1.0", "hvd-old")
+    figs = compare.measure(side, tmp_path / "j.xml")
+    assert figs == {"availability.recovery_s": 141.8, "availability.rejoin_s": 30.2, "scaling.efficiency": 0.55,
+                    "images_per_sec[np=2,batch=16]": 8.1}
+    assert "availability.recovery_s" in calls[0][0][1] and calls[0][1]["extra_args"] == ("--long-properties",)
+    assert "is outside the profile's reference; its figure is compared" in capsys.readouterr().err
+    results["properties"][0] = {"id": "availability.recovery_s", "verdict": "error", "measured": None}
+    (run / "results.json").write_text(json.dumps(results))
+    with pytest.raises(RefarchError, match=r"on the baseline \(v0\.1\.0, run hvd-old\) "
+                                           r"test_property\[availability\.recovery_s\] failed"):
+        compare.measure(side, tmp_path / "j.xml")
+    outcome["test_scaling_table"] = ("failed", "np=2 ran past 900 s")
+    results["properties"][0]["verdict"] = "fail"
+    results["properties"][0]["measured"] = 141.8
+    (run / "results.json").write_text(json.dumps(results))
+    with pytest.raises(RefarchError, match="test_scaling_table failed: np=2 ran past 900 s"):
+        compare.measure(side, tmp_path / "j.xml")
