@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a profile value of both, e.g. nodes.flavor.memory_mb=4096")
     c.add_argument("--out", help="also write compare.json here (validation/<version>/compare.json for the gate)")
     c.set_defaults(func=_compare)
-    v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs and cloud-init scenarios)",
+    v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs scenario: cloud-init boot and NFS)",
                        description="up: boot VMs from the cached VM image with cloud-init seeds rendered by "
                                    "Terraform, kept until `refarch destroy RUN_ID`; reboot: reboot one and wait")
     v.add_argument("action", choices=["up", "reboot"])

@@ -35,7 +35,7 @@ SCENARIO_TIMEOUT_S = 1800
 def scenarios() -> list[str]:
     """Scenario names (folders with a molecule.yml), in site.yml's role order
     where they are roles, the others after them."""
-    order = [*rolecache.ROLE_ORDER, "cloud-init", "nfs"]
+    order = [*rolecache.ROLE_ORDER, "nfs"]
     names = [p.parent.name for p in MOLECULE_DIR.glob("*/molecule.yml")]
     return sorted(names, key=lambda n: (order.index(n) if n in order else len(order), n))
 

@@ -17,8 +17,8 @@ DATA = Path(__file__).parent / "data" / "molecule"
 def test_every_role_has_a_scenario_in_site_order():
     role_dirs = sorted(p.name for p in (ANSIBLE_DIR / "roles").iterdir() if p.is_dir())
     assert sorted(n for n in roles.scenarios() if roles.platform(n) == "local") == role_dirs
-    assert [n for n in roles.scenarios() if roles.platform(n) == "vm"] == ["cloud-init", "nfs"]
-    assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-3] == "horovod"
+    assert [n for n in roles.scenarios() if roles.platform(n) == "vm"] == ["nfs"]
+    assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-2] == "horovod"
 
 
 def test_a_vm_scenario_without_qemu_is_one_line_before_anything_runs(tmp_path, monkeypatch):

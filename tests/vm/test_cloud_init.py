@@ -1,10 +1,13 @@
-"""Verify of the cloud-init scenario: a QEMU VM booted from a NoCloud seed
-whose user-data is the OpenStack module's template rendered by Terraform.
-The injected user and host key are there, cloud-init finished without
-errors, and the first SSH connection, strict against the Terraform-made
-known_hosts, succeeds.  test_a_seed_without_host_keys_fails_the_strict_check
-boots a second VM whose seed lacks the host keys: its first strict SSH
-connection must fail, naming host key verification."""
+"""Verify of the VM scenario (nfs), cloud-init part: QEMU VMs booted from
+NoCloud seeds whose user-data is the OpenStack module's template rendered
+by Terraform, then converged with ssh_hardening and shared_storage.  The
+injected user and host key are there, cloud-init finished without errors,
+its sshd setting is its own (not only the hardening drop-in's), and the
+first SSH connection, strict against the Terraform-made known_hosts,
+succeeds.  test_a_seed_without_host_keys_fails_the_strict_check boots a
+third VM whose seed lacks the host keys: its first strict SSH connection
+must fail, naming host key verification.  Runs before tests/vm/test_nfs.py
+(which restarts the server and reboots the client)."""
 
 import subprocess
 
@@ -42,10 +45,17 @@ def test_cloud_init_finished_without_errors(vm_hosts):
 
 
 def test_the_hostname_and_password_policy_come_from_the_seed(vm_hosts):
+    """ssh_pwauth: false is applied by cloud-init itself (its edit of
+    sshd_config or its own drop-in), besides ssh_hardening's drop-in, which
+    converge applied after the boot; and sshd's effective setting agrees."""
     node = vm_hosts["node1"]
     assert node.check_output("hostname") == "node1"
     with node.sudo():
         effective = node.check_output("/usr/sbin/sshd -T")
+        seeded = node.run("grep -lisE '^[[:space:]]*PasswordAuthentication[[:space:]]+no' /etc/ssh/sshd_config "
+                          "/etc/ssh/sshd_config.d/*cloud-init*")
+    assert seeded.stdout.strip(), ("node1: cloud-init wrote no 'PasswordAuthentication no' (ssh_pwauth: false of "
+                                   "the seed not applied; only the hardening drop-in would say so)")
     assert "passwordauthentication no" in effective, "node1: sshd accepts passwords (ssh_pwauth: false not applied)"
 
 
