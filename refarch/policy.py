@@ -17,7 +17,15 @@ ingress ranges is compared with what the architecture allows:
   rejects 0.0.0.0/0).
 
 A rule with no ``remote_ip_prefix`` and no ``remote_group_id`` admits every
-source (OpenStack's reading), i.e. 0.0.0.0/0.
+source of its ethertype (OpenStack's reading): 0.0.0.0/0, or ::/0 for
+``ethertype = "IPv6"``.
+
+Both address families are judged (FAULTS.md F15, issue 20 F21): the union
+of a group's IPv4 prefixes and that of its IPv6 prefixes are each compared
+with the cluster network, and a union is called the whole internet of its
+family when it covers every routable address (:data:`ROUTABLE`), not only
+when it is 0.0.0.0/0 or ::/0: ``::/1`` with ``8000::/1``, or IPv4 prefixes
+that leave out only multicast and the reserved block, are the internet.
 """
 
 from __future__ import annotations
@@ -31,6 +39,35 @@ import hcl2
 
 RULE = "openstack_networking_secgroup_rule_v2"
 WORLD = ipaddress.ip_network("0.0.0.0/0")
+WORLD6 = ipaddress.ip_network("::/0")
+#: Addresses no internet host has (IANA's IPv4 Special-Purpose Address
+#: Registry, RFC 6890 and its updates; multicast RFC 5771; reserved RFC 1112).
+NOT_ROUTABLE4 = [ipaddress.ip_network(n) for n in (
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12", "192.0.0.0/24",
+    "192.0.2.0/24", "192.168.0.0/16", "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4",
+    "240.0.0.0/4")]
+
+
+def uncovered(targets, nets) -> list:
+    """The parts of the networks ``targets`` that no network of ``nets``
+    (one address family) covers, as a list of networks."""
+    left = list(targets)
+    for net in nets:
+        rest = []
+        for target in left:
+            if target.version != net.version or not target.overlaps(net):
+                rest.append(target)
+            elif not target.subnet_of(net):  # net lies inside target: keep what is around it
+                rest.extend(target.address_exclude(net))
+        left = rest
+    return left
+
+
+#: Every routable address, per family: IPv4 less :data:`NOT_ROUTABLE4`;
+#: IPv6's global unicast 2000::/3 (RFC 4291, IANA's IPv6 Address Space)
+#: less the documentation prefix 2001:db8::/32 (RFC 3849).
+ROUTABLE = {4: uncovered([WORLD], NOT_ROUTABLE4),
+            6: uncovered([ipaddress.ip_network("2000::/3")], [ipaddress.ip_network("2001:db8::/32")])}
 
 
 def _unquote(value):
@@ -48,6 +85,7 @@ class IngressRule:
     ports: tuple[int, int]
     protocol: str
     source: str  # a CIDR, a ``${var.x}`` reference, ``group`` or ``any``
+    ethertype: str = "IPv4"
 
 
 def _documents(module_dir: Path) -> list[dict]:
@@ -87,19 +125,19 @@ def ingress_rules(docs: list[dict]) -> list[IngressRule]:
                     else:
                         source = attrs.get("remote_ip_prefix") or "any"
                     rules.append(IngressRule(f"{RULE}.{_unquote(name)}", str(attrs.get("security_group_id")),
-                                             (lo, hi), str(attrs.get("protocol") or "any"), source))
+                                             (lo, hi), str(attrs.get("protocol") or "any"), source,
+                                             str(attrs.get("ethertype") or "IPv4")))
     return rules
 
 
-def _network(source: str):
-    """The network a literal source admits; None for the group's members or
-    a variable reference (allowed references are filtered out before)."""
+def _network(source: str, ethertype: str = "IPv4"):
+    """The network a literal source admits; None for the group's members.
+    No source, or a variable reference other than the allowed ones
+    (filtered out before), admits the whole of the rule's ethertype."""
     if source == "group":
         return None
-    if source == "any":
-        return WORLD
-    if source.startswith("${var.") and source.endswith("}"):
-        return WORLD  # an unknown variable could hold anything
+    if source == "any" or (source.startswith("${var.") and source.endswith("}")):
+        return WORLD6 if ethertype == "IPv6" else WORLD  # an unknown variable could hold anything
     return ipaddress.ip_network(source, strict=False)
 
 
@@ -122,13 +160,17 @@ def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
         for label, pick, refs in (("non-SSH ports", lambda r: r.ports != (22, 22), allowed_refs),
                                   ("SSH", lambda r: r.ports[0] <= 22 <= r.ports[1], ssh_refs)):
             chosen = [r for r in mine if pick(r) and r.source not in refs]
-            nets = [n for n in (_network(r.source) for r in chosen) if n is not None and n.version == 4]
-            union = list(ipaddress.collapse_addresses(nets))
-            outside = [n for n in union if not n.subnet_of(cluster)]
-            if outside:
+            for family in (4, 6):
+                nets = [n for n in (_network(r.source, r.ethertype) for r in chosen)
+                        if n is not None and n.version == family]
+                union = list(ipaddress.collapse_addresses(nets))
+                outside = [n for n in union if n.version != cluster.version or not n.subnet_of(cluster)]
+                if not outside:
+                    continue
                 sources = ", ".join(f"{r.source} ({r.address}, {r.protocol} {r.ports[0]}-{r.ports[1]})"
-                                    for r in chosen if r.source not in ("group",))
-                whole = " = the whole IPv4 internet" if WORLD in union else ""
+                                    for r in chosen if r.source != "group"
+                                    and (_network(r.source, r.ethertype) or WORLD).version == family)
+                whole = f" = the whole IPv{family} internet" if not uncovered(ROUTABLE[family], union) else ""
                 out.append(f"security group {group}: {label} admit {', '.join(map(str, union))}{whole} "
                            f"from {sources}; allowed: the cluster network {cluster}"
                            + (" or var.admin_cidr" if label == "SSH" else "") + " or the group's members")
