@@ -193,11 +193,13 @@ def _measured_out_of_bounds(name: str, results: dict) -> bool:
     (an older release may not).  A property that was not measured (verdict
     error: the event never happened, the figure is missing or not finite)
     is no figure."""
-    found = re.fullmatch(r"test_property\[(.+)\]", name.rsplit("::", 1)[-1])
-    if not found:
+    from .faults import property_id
+
+    wanted = property_id(name.rsplit("::", 1)[-1])
+    if not wanted:
         return False
     for prop in results.get("properties", []):
-        if prop.get("id") == found.group(1):
+        if prop.get("id") == wanted:
             return prop.get("verdict") == "fail" and isinstance(prop.get("measured"), (int, float))
     return False
 

@@ -159,17 +159,15 @@ def findings(module_dir: Path, cluster_cidr: str | None = None) -> list[str]:
         mine = [r for r in rules if r.group == group]
         for label, pick, refs in (("non-SSH ports", lambda r: r.ports != (22, 22), allowed_refs),
                                   ("SSH", lambda r: r.ports[0] <= 22 <= r.ports[1], ssh_refs)):
-            chosen = [r for r in mine if pick(r) and r.source not in refs]
+            admitted = [(r, _network(r.source, r.ethertype)) for r in mine if pick(r) and r.source not in refs]
             for family in (4, 6):
-                nets = [n for n in (_network(r.source, r.ethertype) for r in chosen)
-                        if n is not None and n.version == family]
-                union = list(ipaddress.collapse_addresses(nets))
+                of_family = [(r, n) for r, n in admitted if n is not None and n.version == family]
+                union = list(ipaddress.collapse_addresses(n for _, n in of_family))
                 outside = [n for n in union if n.version != cluster.version or not n.subnet_of(cluster)]
                 if not outside:
                     continue
                 sources = ", ".join(f"{r.source} ({r.address}, {r.protocol} {r.ports[0]}-{r.ports[1]})"
-                                    for r in chosen if r.source != "group"
-                                    and (_network(r.source, r.ethertype) or WORLD).version == family)
+                                    for r, _ in of_family)
                 whole = f" = the whole IPv{family} internet" if not uncovered(ROUTABLE[family], union) else ""
                 out.append(f"security group {group}: {label} admit {', '.join(map(str, union))}{whole} "
                            f"from {sources}; allowed: the cluster network {cluster}"
