@@ -85,3 +85,48 @@ def test_an_unmeasured_pair_is_named():
                                                    "unable to connect to server: Connection refused"}]
     with pytest.raises(pytest.fail.Exception, match=r"node pairs not measured: node1 -> node2: iperf3"):
         _judge(pairs)
+
+
+def test_the_benchmark_takes_the_median_of_the_slowest_ranks_iterations(monkeypatch, capsys):
+    """allreduce_bench.py on fake TensorFlow and Horovod modules: one timed
+    allreduce slowed 10x (another process on a shared machine) leaves the
+    figure where the others put it; each iteration counts as long as its
+    slowest rank took (here the other rank, 1.5x on every iteration)."""
+    import importlib.util
+    import json
+    import sys
+
+    clock = [0.0]
+    durations = iter([0.1] * 2 + [0.1, 0.1, 1.0, 0.1, 0.1])  # 2 warmup, 5 timed (64 MiB)
+
+    class Tensor:
+        def __init__(self, value):
+            self.value = value
+
+        def numpy(self):
+            return self.value
+
+    def allreduce(tensor, op, name):
+        if op == "max":  # the other rank's times, 1.5x each
+            return Tensor([max(t, 1.5 * t) for t in tensor.value])
+        clock[0] += next(durations)
+        return Tensor(None)
+
+    hvd = SimpleNamespace(init=lambda: None, size=lambda: 2, rank=lambda: 0, Sum="sum", Max="max",
+                          allreduce=allreduce, allgather_object=lambda o: [o, "node2"])
+    tf = SimpleNamespace(float32="float32", ones=lambda shape, dtype: Tensor(shape), constant=Tensor)
+    monkeypatch.setitem(sys.modules, "tensorflow", tf)
+    monkeypatch.setitem(sys.modules, "horovod", SimpleNamespace(tensorflow=hvd))
+    monkeypatch.setitem(sys.modules, "horovod.tensorflow", hvd)
+    path = Path(__file__).parents[2] / "descriptors/ansible/roles/horovod/files/allreduce_bench.py"
+    spec = importlib.util.spec_from_file_location("allreduce_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(sys, "argv", ["allreduce_bench.py", "--sizes-mib", "64", "--warmup", "2", "--iterations", "5"])
+    bench.main()
+    result = json.loads(capsys.readouterr().out.split("REFARCH_RESULT ", 1)[1])
+    size = result["sizes"][0]
+    assert size["iteration_seconds"] == pytest.approx([0.15, 0.15, 1.5, 0.15, 0.15])
+    assert size["seconds"] == pytest.approx(0.15)
+    assert size["busbw_Bps"] == pytest.approx((64 << 20) / 0.15)

@@ -4,17 +4,23 @@ picked: Gloo or MPI; NCCL on GPU builds) across the ranks of one job.
 
 For each message size, float32 tensors of that many bytes are summed with
 hvd.allreduce: ``--warmup`` untimed rounds, then ``--iterations`` timed
-ones.  Bandwidths follow nccl-tests' definitions
+ones, each timed on every rank.  An allreduce takes as long as its slowest
+rank, so each iteration's time is the slowest rank's; the figure is the
+median of those, so that one iteration slowed by another process on a
+shared machine does not pull it down (a mean of five did: 0.13 GB/s beside
+0.5 at the next size).  Bandwidths follow nccl-tests' definitions
 (https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md):
 algbw = bytes / seconds per allreduce, busbw = algbw x 2(n-1)/n.  Rank 0
 prints one line ``REFARCH_RESULT {json}`` with world_size, hosts and
-sizes: [{bytes, seconds (mean per allreduce), algbw_Bps, busbw_Bps}]
-(bandwidths in bytes/s).
+sizes: [{bytes, seconds (median per allreduce), iteration_seconds (each
+timed allreduce, the slowest rank's), algbw_Bps, busbw_Bps}] (bandwidths
+in bytes/s).
 """
 
 import argparse
 import json
 import socket
+import statistics
 import time
 
 
@@ -39,14 +45,16 @@ def main():
         tensor = tf.ones([count], dtype=tf.float32)
         for i in range(args.warmup):
             hvd.allreduce(tensor, op=hvd.Sum, name=f"warmup.{mib}.{i}").numpy()
-        start = time.perf_counter()
+        times = []
         for i in range(args.iterations):
+            start = time.perf_counter()
             hvd.allreduce(tensor, op=hvd.Sum, name=f"timed.{mib}.{i}").numpy()
-        seconds = (time.perf_counter() - start) / args.iterations
-        # Every rank takes as long as the slowest: report the slowest rank's time.
-        seconds = float(hvd.allreduce(tf.constant(seconds), op=hvd.Max, name=f"time.{mib}").numpy())
+            times.append(time.perf_counter() - start)
+        # Each iteration as long as its slowest rank took.
+        times = [float(t) for t in hvd.allreduce(tf.constant(times), op=hvd.Max, name=f"time.{mib}").numpy()]
+        seconds = statistics.median(times)
         algbw = count * 4 / seconds
-        sizes.append({"bytes": count * 4, "seconds": seconds, "algbw_Bps": algbw,
+        sizes.append({"bytes": count * 4, "seconds": seconds, "iteration_seconds": times, "algbw_Bps": algbw,
                       "busbw_Bps": algbw * 2 * (n - 1) / n})
     hosts = hvd.allgather_object(socket.gethostname())
     if hvd.rank() == 0:
