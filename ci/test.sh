@@ -4,12 +4,14 @@
 #                    need no cluster there: the pipeline (gitlab-ci-local runs
 #                    the lint, policy and unit jobs) and the report in Chromium
 #   teardown         interrupts at each phase, SIGKILL then the next run's sweep
-#   molecule         every role on its own, the VM scenarios on a real kernel
-#   faults:checks    the fault cases judged by checks alone, on their cluster
 #   concurrency      two main jobs at once, a second checkout beside them
+#   molecule         every role on its own, the VM scenarios on a real kernel
+#   faults:checks    the availability properties (a node stopped, killed and
+#                    cut off under elastic Horovod) and the fault cases
+#                    judged by checks or by those properties: one cluster
 #   faults:figures   the main job's checks, smoke job and properties, then the
-#                    availability properties and the fault cases that judge
-#                    figures or stop nodes: one cluster
+#                    fault cases that judge images/sec, efficiency, busbw or
+#                    a scan: one cluster
 #   report           that run's report in headless Chromium
 #   configurability  the same checks and properties on 3 nodes
 # Each environment's time, and how busy the machine's CPUs were while it ran,
@@ -20,24 +22,25 @@
 # Lanes: in REFARCH_CI_ENVS, "a,b+c,d" runs lane a then b beside lane c then
 # d (each lane's output goes to runs/ci-logs/ENV.log and is printed when the
 # group ends; every lane's resources carry their own run id and owner, as two
-# CI jobs on one machine would).  Only environments that judge no figure
-# belong in lanes; the figures part of faults (faults:figures) and
-# configurability judge images/sec, efficiency and recovery times and run
-# alone, after the lanes.  The default runs, beside the fresh root and the
-# teardown proofs, the role scenarios, the fault cases judged by checks alone
-# (faults:checks, on a cluster of their own) and the concurrency proof: on 2
-# cores the fresh root and a teardown proof leave about a third of the CPUs
-# idle (they wait on Debian's mirror, npm and their child runs), the role
-# scenarios build the node image, the wheelhouse and the VM image meanwhile,
-# and on a machine that trains 4-5x slower than the one the references were
-# calibrated on, one environment after another ran past CI's 90 minutes.
-# (The concurrency proof once ran its check-build past its 120 s limit beside
-# a kept cluster's availability runs; its check-build took 47 s beside one
-# other cluster's work on that slower machine.)
+# CI jobs on one machine would).  Only environments whose figures another
+# load cannot fake belong in lanes: checks, and upper bounds on recovery
+# times (a busy machine delays a recovery, never hastens it).  The figures
+# part of faults (faults:figures) and configurability judge images/sec,
+# efficiency and busbw, which a neighbour changes either way: they run
+# alone, after the lanes.  On 2 cores the fresh root and a teardown proof
+# leave about a third of the CPUs idle (they wait on Debian's mirror, npm and
+# their child runs), and the elastic jobs of the availability properties
+# mostly wait (Gloo's 30 s timeout, the blacklist cooldown, a node's
+# restart); the role scenarios build the node image, the wheelhouse and the
+# VM image meanwhile.  On a machine that trains 4-5x slower than the one the
+# references were calibrated on, one environment after another ran past
+# CI's 90 minutes.  (The concurrency proof once ran its check-build past its
+# 120 s limit beside a kept cluster's availability runs; its check-build
+# took 47 s beside one other cluster's work on that slower machine.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+molecule,faults:checks,concurrency faults:figures report configurability}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown,concurrency+molecule,faults:checks faults:figures report configurability}"
 EXTRA=("$@")
 
 interrupted=""
@@ -62,15 +65,18 @@ cpu_ticks() {
 tox_env() { echo "${1%%:*}"; }
 
 # part_args ENTRY: pytest arguments that select the part.  faults:checks is
-# the fault cases judged by checks alone (refarch.faults.Fault.alone is
-# false: no figure, no node stopped), which may run in a lane on a cluster
-# of their own; faults:figures is the rest of the faults environment (the
-# main job's tests, the availability properties, the fault cases that judge
-# figures), which runs alone.  The two together are the faults environment.
+# what may run in a lane, on a cluster of its own: the availability
+# properties (upper bounds on recovery times: another load can delay a
+# recovery, never hasten it) and the fault cases judged by checks or by
+# those properties (refarch.faults.Fault.alone is false); faults:figures is
+# the rest of the faults environment (the main job's tests, the fault cases
+# that judge images/sec, efficiency, busbw or a scan), which runs alone.
+# The two together are the faults environment.
+BESIDE="(test_fault_is_caught and not runs_alone) or (test_property and availability)"
 part_args() {
     case "$1" in
-        faults:checks) PART=(-k "test_fault_is_caught and not runs_alone") ;;
-        faults:figures) PART=(-k "not test_fault_is_caught or runs_alone") ;;
+        faults:checks) PART=(-k "$BESIDE") ;;
+        faults:figures) PART=(-k "not ($BESIDE)") ;;
         *:*) echo "ci/test.sh: unknown part $1 (parts: faults:checks, faults:figures)" >&2; return 2 ;;
         *) PART=() ;;
     esac

@@ -76,13 +76,18 @@ class Fault:
     #: Property ids whose verdict must be "warn" (results.json of the checks).
     must_warn: tuple[str, ...] = ()
     #: Stops and starts nodes: runs only with --long-properties (tox -e
-    #: availability), and its checks get --long-properties too.
+    #: availability), and its checks get --long-properties too.  Its proof
+    #: is an event that never happens (the node never down, never back,
+    #: never given up; the share missing after a restart), judged against
+    #: an upper bound in seconds: a busy machine can only delay what it
+    #: times, so it may run beside other work (see :attr:`alone`).
     long: bool = False
     #: Needs the profile's extra CA certificates on the controller (skipped without).
     requires_ca: bool = False
-    #: Its checks measure or judge a figure (throughput, efficiency,
-    #: bandwidth, a scan's arrivals; every long case times recovery): it
-    #: runs only where nothing else loads the machine (see :attr:`alone`).
+    #: Its checks measure or judge a figure that another load on the machine
+    #: changes in either direction (throughput, efficiency, bandwidth, a
+    #: scan's arrivals): it runs only where nothing else loads the machine
+    #: (see :attr:`alone`).
     judges_figures: bool = False
     #: Reads back everything the fault changes ({what: reading}), before it
     #: is injected and after it is reverted: equal readings prove the revert
@@ -96,11 +101,14 @@ class Fault:
 
     @property
     def alone(self) -> bool:
-        """Runs only on a machine nothing else loads: it judges a figure, or
-        stops and starts nodes (the recovery it is proven by is timed).  The
-        others are judged by checks alone and may run beside other work
-        (ci/test.sh's lanes)."""
-        return self.judges_figures or self.long
+        """Runs only on a machine nothing else loads: it judges a figure
+        that load changes either way (images/sec, efficiency, busbw, a scan).
+        The others, judged by checks or by an upper bound on a recovery
+        time (the long cases), may run beside other work (ci/test.sh's
+        lanes): another load can make a recovery slower, never faster, so
+        it can fail such a case's must_pass but never fake its must_fail,
+        whose message names the event that did not happen."""
+        return self.judges_figures
 
     def read_state(self, ctx: FaultContext) -> dict[str, str] | None:
         """:attr:`state` read now, or None for a fault without one."""
