@@ -54,6 +54,18 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results, request, clust
     fault.inject(fault_context)
     try:
         outcomes = run_checks(fault_context.run_id, fault.checks, tmp_path / "faulty.xml", fault.long)
+        # A property the fault must flag that could not be judged (an error
+        # verdict: its interval too wide, the machine's speed changed while
+        # it was measured) says nothing about the fault: measured once more
+        # with the fault in place, as a person would (F10 on a fast machine:
+        # efficiency 85.8 %, interval 64 % of the figure, at most 60 %).
+        unjudged = [p for p in fault.must_warn if outcomes.get(f"property:{p}", ("", ""))[0] == "error"]
+        if unjudged:
+            for prop_id in unjudged:
+                warnings.warn(f"{fault.id}: {prop_id} could not be judged with the fault in place, measured again: "
+                              f"{outcomes[f'property:{prop_id}'][1].splitlines()[0]}", stacklevel=1)
+            outcomes.update(run_checks(fault_context.run_id, f"test_property and ({' or '.join(unjudged)})",
+                                       tmp_path / "faulty-again.xml", fault.long))
     finally:
         fault.revert(fault_context)
     # After the revert, every check the fault made fail must pass again
