@@ -32,15 +32,20 @@
 # their child runs), and the elastic jobs of the availability properties
 # mostly wait (Gloo's 30 s timeout, the blacklist cooldown, a node's
 # restart); the role scenarios build the node image, the wheelhouse and the
-# VM image meanwhile.  On a machine that trains 4-5x slower than the one the
-# references were calibrated on, one environment after another ran past
-# CI's 90 minutes.  (The concurrency proof once ran its check-build past its
+# VM image meanwhile.  Four lanes: the fresh root then the teardown
+# proofs; the concurrency proof; the role scenarios; faults:checks.  In a
+# cold run with two lanes (fresh, teardown, concurrency beside molecule then
+# faults:checks) they took 338, 525, 395, 1,267 (the role scenarios cold;
+# seconds when their records are reused) and 909 s, the last with the CPUs
+# 44 % busy once it ran alone.  On a machine that
+# trains 4-5x slower than the one the references were calibrated on, one
+# environment after another ran past CI's 90 minutes.  (The concurrency proof once ran its check-build past its
 # 120 s limit beside a kept cluster's availability runs; its check-build
 # took 47 s beside one other cluster's work on that slower machine.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown,concurrency+molecule,faults:checks faults:figures report configurability}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+concurrency+molecule+faults:checks faults:figures report configurability}"
 EXTRA=("$@")
 
 interrupted=""
