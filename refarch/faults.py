@@ -76,18 +76,15 @@ class Fault:
     #: Property ids whose verdict must be "warn" (results.json of the checks).
     must_warn: tuple[str, ...] = ()
     #: Stops and starts nodes: runs only with --long-properties (tox -e
-    #: availability), and its checks get --long-properties too.  Its proof
-    #: is an event that never happens (the node never down, never back,
-    #: never given up; the share missing after a restart), judged against
-    #: an upper bound in seconds: a busy machine can only delay what it
-    #: times, so it may run beside other work (see :attr:`alone`).
+    #: availability), and its checks get --long-properties too.  It runs
+    #: alone (see :attr:`alone`): its properties time recoveries against
+    #: bounds calibrated on a quiet machine.
     long: bool = False
     #: Needs the profile's extra CA certificates on the controller (skipped without).
     requires_ca: bool = False
     #: Its checks measure or judge a figure that another load on the machine
-    #: changes in either direction (throughput, efficiency, bandwidth, a
-    #: scan's arrivals): it runs only where nothing else loads the machine
-    #: (see :attr:`alone`).
+    #: changes (throughput, efficiency, bandwidth, a scan's arrivals): it
+    #: runs only where nothing else loads the machine (see :attr:`alone`).
     judges_figures: bool = False
     #: Reads back everything the fault changes ({what: reading}), before it
     #: is injected and after it is reverted: equal readings prove the revert
@@ -102,13 +99,13 @@ class Fault:
     @property
     def alone(self) -> bool:
         """Runs only on a machine nothing else loads: it judges a figure
-        that load changes either way (images/sec, efficiency, busbw, a scan).
-        The others, judged by checks or by an upper bound on a recovery
-        time (the long cases), may run beside other work (ci/test.sh's
-        lanes): another load can make a recovery slower, never faster, so
-        it can fail such a case's must_pass but never fake its must_fail,
-        whose message names the event that did not happen."""
-        return self.judges_figures
+        (images/sec, efficiency, busbw, a scan), or stops and starts nodes
+        and times the recovery.  A busy machine delays a recovery past
+        bounds calibrated on a quiet one: beside the fresh root, teardown
+        and concurrency proofs, availability.kill_recovery_s measured 45.1 s
+        against 30.2 alone (upper bound 40).  The others are judged by
+        checks alone and may run beside other work (ci/test.sh's lanes)."""
+        return self.judges_figures or self.long
 
     def read_state(self, ctx: FaultContext) -> dict[str, str] | None:
         """:attr:`state` read now, or None for a fault without one."""

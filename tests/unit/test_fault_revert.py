@@ -11,7 +11,7 @@ import pytest
 
 from refarch import faults
 from refarch.faults import FAULTS, HEALTH_SELECTION, after_revert
-from refarch.properties import KNOWN, LONG_GROUPS
+from refarch.properties import KNOWN
 
 RECOVERY = "test_property[availability.recovery_s]"
 REJOIN = "test_property[availability.rejoin_s]"
@@ -69,11 +69,11 @@ def test_files_state_reads_mode_owner_and_content_of_each_node(monkeypatch):
 
 
 def test_a_fault_case_that_judges_a_property_runs_alone():
-    """A fault case proven by a property that another load changes either
-    way (images/sec, efficiency, busbw, a scan) runs only where nothing else
-    loads the machine; one proven by checks, or by an upper bound on a
-    recovery time (availability.*: a busy machine delays a recovery, never
-    hastens it), may run in a lane (ci/test.sh's faults:checks)."""
+    """A fault case proven by a property (a figure, a scan, a recovery
+    time) runs only where nothing else loads the machine; the others may
+    run in a lane (ci/test.sh's faults:checks).  Recovery times too: beside
+    the lanes availability.kill_recovery_s measured 45.1 s against 30.2
+    alone (upper bound 40)."""
     def properties_named(text: str) -> set[str]:
         tokens = set(re.findall(r"[\w.]+", text)) - {"and", "or", "not", "test_property"}
         return {p for p in KNOWN for t in tokens if t == p.split(".")[0] or (len(t) > 3 and t in p)}
@@ -81,10 +81,8 @@ def test_a_fault_case_that_judges_a_property_runs_alone():
     for fault in FAULTS:
         judged = set().union(*map(properties_named, (fault.checks, *fault.must_fail, *fault.must_pass,
                                                      *fault.must_warn)))
-        by_figure = sorted(p for p in judged if p.split(".")[0] not in LONG_GROUPS)
-        assert fault.alone or not by_figure, f"{fault.id} judges {by_figure} but may run beside other work"
-        if fault.long:
-            assert not fault.alone, f"{fault.id}: its recovery bound is judged in a lane (faults:checks)"
+        assert fault.alone or not judged, f"{fault.id} judges {sorted(judged)} but may run beside other work"
+        assert fault.alone or not fault.long, f"{fault.id} stops nodes but may run beside other work"
     assert properties_named("test_property and (ranks_diverged or efficiency)") == {
         "convergence.ranks_diverged", "scaling.efficiency"}
     assert properties_named("test_property and restart_healthy") == {"availability.restart_healthy_s"}
