@@ -203,6 +203,11 @@ def write_record(record: dict, root: Path = VALIDATION_DIR) -> Path:
     return path
 
 
+#: Files beside a version's records that are not records: the gate's
+#: verdict and the side-by-side comparison (refarch compare --out).
+NOT_RECORDS = ("gate.json", "compare.json")
+
+
 def load_records(version: str, root: Path = VALIDATION_DIR) -> dict[str, dict]:
     """Record name -> record for ``version`` (``gate.json`` and
     ``compare.json`` excluded).
@@ -212,7 +217,7 @@ def load_records(version: str, root: Path = VALIDATION_DIR) -> dict[str, dict]:
     """
     out = {}
     for path in sorted((root / version).glob("*.json")):
-        if path.name in ("gate.json", "compare.json"):
+        if path.name in NOT_RECORDS:
             continue
         try:
             out[path.stem] = json.loads(path.read_text(encoding="utf-8"))

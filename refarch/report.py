@@ -135,11 +135,12 @@ def record_rows(root: Path) -> list[dict]:
     oldest version first: version, record name, date, verdict, images/sec
     per world size (first batch size), scaling efficiency, bus bandwidth
     (GB/s), recovery time (s) and the descriptor tree hash."""
+    from .records import NOT_RECORDS
     from .version import parse_version
 
     rows = []
     for path in root.glob("*/*.json"):
-        if path.name == "gate.json":
+        if path.name in NOT_RECORDS:
             continue
         try:
             key = parse_version(path.parent.name)
@@ -164,7 +165,9 @@ def render_trend(runs: Path, out: Path | None = None, records: Path | None = Non
     """``runs/trend.html``: for every run under ``runs`` with results, oldest
     first: finish time, profile, verdict, images/sec per world size and the
     scaling efficiency property; then the validation records (``records``,
-    default ``validation/``) per architecture version, oldest first."""
+    default ``validation/``) per architecture version, oldest first; then
+    every side-by-side comparison (:func:`comparisons`) with its verdict
+    table and both sides' distributions per figure."""
     from .records import VALIDATION_DIR
 
     rows = []
@@ -181,15 +184,18 @@ def render_trend(runs: Path, out: Path | None = None, records: Path | None = Non
     validated = record_rows(records if records is not None else VALIDATION_DIR)
     sizes = sorted({w for r in rows + validated for w in r["ips"]}, key=int)
     out = out or runs / "trend.html"
-    out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes, records=validated),
-                   encoding="utf-8")
+    compared = comparisons(runs, records if records is not None else VALIDATION_DIR)
+    for item in compared:
+        item["svg"] = comparison_svg(item["c"], f"comparison-plot{item['cid']}")
+    out.write_text(_env().get_template("trend.html.j2").render(rows=rows, sizes=sizes, records=validated,
+                                                               comparisons=compared), encoding="utf-8")
     return out
 
 
-def comparison_svg(comparison: dict) -> str:
+def comparison_svg(comparison: dict, element_id: str = "comparison-plot") -> str:
     """Both sides' figures of a comparison (refarch.compare), one panel
     per figure: every repetition as a point, each side's median as a bar,
-    as inline SVG; empty without figures."""
+    as inline SVG (``<svg id=element_id>``); empty without figures."""
     figs = comparison.get("figures") or []
     if not figs:
         return ""
@@ -208,7 +214,7 @@ def comparison_svg(comparison: dict) -> str:
         ax.set_xticks([0, 1], ["baseline", "candidate"])
         ax.set_title(f"{f['figure']}\n{f['verdict']}", fontsize=8)
         ax.grid(alpha=0.3)
-    return _inline_svg(fig, "comparison-plot")
+    return _inline_svg(fig, element_id)
 
 
 def render_comparison(compare_file: Path, out: Path | None = None) -> Path:
@@ -221,6 +227,25 @@ def render_comparison(compare_file: Path, out: Path | None = None) -> Path:
     """
     comparison = json.loads(Path(compare_file).read_text(encoding="utf-8"))
     out = out or Path(compare_file).with_name("compare.html")
-    out.write_text(_env().get_template("compare.html.j2").render(c=comparison, svg=comparison_svg(comparison)),
-                   encoding="utf-8")
+    out.write_text(_env().get_template("compare.html.j2").render(c=comparison, svg=comparison_svg(comparison),
+                                                                 cid=""), encoding="utf-8")
+    return out
+
+
+def comparisons(runs: Path, records: Path) -> list[dict]:
+    """Every side-by-side comparison to show in the trend report: each
+    release's ``records/<version>/compare.json`` (the gate's), then each
+    ``runs/compare-*/compare.json``, oldest first by their folder's name;
+    one that does not parse is left out.  Each item: ``where`` (the file,
+    relative to its root), ``c`` (the comparison) and ``cid`` (a suffix
+    for its element ids)."""
+    files = [(records, f) for f in sorted(records.glob("*/compare.json"))]
+    files += [(runs, f) for f in sorted(runs.glob("compare-*/compare.json"))]
+    out = []
+    for root, path in files:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        out.append({"where": f"{root.name}/{path.relative_to(root)}", "c": data, "cid": f"-{len(out) + 1}"})
     return out

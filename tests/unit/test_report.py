@@ -66,6 +66,31 @@ def test_the_trend_shows_the_validation_records_per_version(tmp_path):
     assert "No validation records yet" in report.render_trend(runs, records=tmp_path / "none").read_text()
 
 
+def test_the_trend_shows_every_side_by_side_comparison(tmp_path):
+    """The release's compare.json (the gate's) and a comparison under runs/,
+    each with its verdict table and both sides' distributions (recorded
+    comparisons: an A/A run and the seeded slowdown)."""
+    import shutil
+
+    data = Path(__file__).parent / "data" / "compare"
+    runs, root = tmp_path / "runs", tmp_path / "validation"
+    (runs / "compare-20261201-100000").mkdir(parents=True)
+    (root / "0.2.0").mkdir(parents=True)
+    shutil.copy(data / "seeded-fusion-off-n3.json", root / "0.2.0" / "compare.json")
+    shutil.copy(data / "aa-head-head-n3.json", runs / "compare-20261201-100000" / "compare.json")
+    (runs / "compare-20261201-110000").mkdir()
+    (runs / "compare-20261201-110000" / "compare.json").write_text("{interrupted")  # left out
+    html = report.render_trend(runs, records=root).read_text()
+    seeded, aa = html.index('id="comparison-1"'), html.index('id="comparison-2"')
+    assert seeded < aa and 'id="comparison-3"' not in html
+    assert "validation/0.2.0/compare.json" in html and "runs/compare-20261201-100000/compare.json" in html
+    assert html[seeded:aa].count('class="regression"') == 2  # np=2 images/sec and efficiency
+    assert '<svg id="comparison-plot-1"' in html and '<svg id="comparison-plot-2"' in html
+    (tmp_path / "empty").mkdir()
+    quiet = report.render_trend(tmp_path / "empty", records=tmp_path / "empty").read_text()
+    assert "No side-by-side comparison yet" in quiet
+
+
 def test_the_page_has_a_timeline_per_failure_mode(tmp_path):
     """A partition run recorded on the local cloud (node2 cut off while
     listed): its events, seconds after the failure, and the driver's
