@@ -475,7 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=_gate)
     c = sub.add_parser("compare", help="measure two versions side by side on this machine",
                        description="deploys the baseline's and the candidate's descriptors as two kept clusters, "
-                                   "measures them interleaved N times and writes compare.json: each figure's "
+                                   "measures them interleaved N times (where memory holds one cluster only: the "
+                                   "baseline's N, then the candidate's) and writes compare.json: each figure's "
                                    "candidate/baseline ratio with a 95 %% interval and its verdict; exit 1 on a "
                                    "regression")
     c.add_argument("baseline", nargs="?", help="git ref (default: the highest v* tag below descriptors/VERSION)")

@@ -9,7 +9,11 @@ profile, Terraform, Ansible, pins); this suite measures both.  Then, n
 times, the benchmark jobs, the allreduce bus bandwidth and the stop-mode
 availability properties (``--long-properties``) run on one cluster and
 then the other (the order alternates each repetition, so
-neither side always runs first), each repetition a child ``pytest
+neither side always runs first).  Where memory holds one cluster only,
+the baseline is deployed, measured n times and torn down, then the
+candidate (``arrangement`` "one after the other" in compare.json: the
+machine's drift between the halves is not cancelled); each repetition a
+child ``pytest
 --run-id`` whose ``results.json`` gives the figures
 (refarch.records.figures).  Both clusters are deployed with
 ``smoke.baseline_rounds=0``: the same instrument on both sides, whatever
@@ -133,14 +137,26 @@ def memory_available() -> int:
     return ver.meminfo("MemAvailable")
 
 
+#: How the two clusters are measured: both kept at once and measured
+#: interleaved, or (memory for one cluster only) the baseline's
+#: repetitions, its teardown, then the candidate's.
+SIDE_BY_SIDE = "side by side"
+ONE_AFTER_THE_OTHER = "one after the other"
+
+
 def preflight(baseline: str, candidate: str, repetitions: int, profile: str, overrides: dict,
-              root: Path = ROOT) -> tuple[str, str | None]:
+              root: Path = ROOT) -> tuple[str, str | None, str]:
     """Everything checked before anything is deployed: n, both refs, the
-    profile, and memory for two clusters at once.  Returns the baseline's
-    commit and the candidate's (None for the working tree).
+    profile, and memory (the profile's nodes x flavor memory, against
+    MemAvailable): for two clusters at once, the comparison is
+    :data:`SIDE_BY_SIDE`; for one only, :data:`ONE_AFTER_THE_OTHER` (said
+    on stderr: the machine's drift between the two halves is not
+    cancelled).  Returns the baseline's commit, the candidate's (None for
+    the working tree) and the arrangement.
 
     Raises:
-        RefarchError: one line naming the problem.
+        RefarchError: one line naming the problem (also: memory for not
+            even one cluster).
     """
     if repetitions < comparison.MIN_REPETITIONS:
         raise RefarchError(f"compare: -n {repetitions}: at least {comparison.MIN_REPETITIONS} repetitions are "
@@ -151,14 +167,20 @@ def preflight(baseline: str, candidate: str, repetitions: int, profile: str, ove
     if prof.cloud != "local":
         raise RefarchError(f"compare: profile {profile} is on cloud {prof.cloud}; side-by-side comparison deploys "
                            "both clusters on this machine's local cloud")
-    need = 2 * prof.nodes.count * prof.nodes.flavor.memory_mb * 2 ** 20
+    one = prof.nodes.count * prof.nodes.flavor.memory_mb * 2 ** 20
     have = memory_available()
-    if need > have:
-        raise RefarchError(f"compare: two clusters of {prof.nodes.count} nodes with "
-                           f"{prof.nodes.flavor.memory_mb} MiB each need {need / 2 ** 30:.1f} GiB, "
+    if one > have:
+        raise RefarchError(f"compare: one cluster of {prof.nodes.count} nodes with "
+                           f"{prof.nodes.flavor.memory_mb} MiB each needs {one / 2 ** 30:.1f} GiB, "
                            f"{have / 2 ** 30:.1f} GiB are available: give less memory per node "
                            "(--set nodes.flavor.memory_mb=4096) or free some")
-    return base, cand
+    if 2 * one > have:
+        print(f"refarch compare: two clusters of {prof.nodes.count} nodes with {prof.nodes.flavor.memory_mb} MiB "
+              f"each need {2 * one / 2 ** 30:.1f} GiB, {have / 2 ** 30:.1f} GiB are available: the baseline is "
+              "measured first, then the candidate (the machine's drift between the two is not cancelled; "
+              "--set nodes.flavor.memory_mb=4096 keeps both at once)", file=sys.stderr, flush=True)
+        return base, cand, ONE_AFTER_THE_OTHER
+    return base, cand, SIDE_BY_SIDE
 
 
 def _up(side: Side, profile: str, overrides: dict, log: Path) -> str:
@@ -250,7 +272,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
     from .gate import load_policy
 
     overrides = overrides or {}
-    base_commit, cand_commit = preflight(baseline, candidate, repetitions, profile, overrides)
+    base_commit, cand_commit, arrangement = preflight(baseline, candidate, repetitions, profile, overrides)
     regression = load_policy().regression
     tolerances = {**regression.tolerances, **regression.side_by_side}
     folder = runs_dir() / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -262,25 +284,41 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
     figures: dict[str, list[dict]] = {"baseline": [], "candidate": []}
 
     def teardown():
-        for side in sides:
+        for side in [s for s in sides if s.run_id]:
             print(f"refarch: tearing down the {side.label}'s cluster {side.run_id}", file=sys.stderr, flush=True)
             _down(side, folder / f"{side.label}.log")
 
     started = time.monotonic()
+    def deploy(side: Side) -> None:
+        print(f"refarch compare: deploying the {side.label} ({side.ref}, version {side.version})", flush=True)
+        _up(side, profile, overrides, folder / f"{side.label}.log")
+
+    def repetition(side: Side, rep: int) -> None:
+        print(f"refarch compare: repetition {rep + 1}/{repetitions} on the {side.label}", flush=True)
+        figures[side.label].append(measure(side, folder / f"{side.label}-{rep + 1}.xml"))
+
+    run_ids = {}
     with guarded(teardown, keep=lambda: False):
-        for side in sides:
-            print(f"refarch compare: deploying the {side.label} ({side.ref}, version {side.version})", flush=True)
-            _up(side, profile, overrides, folder / f"{side.label}.log")
-        for rep in range(repetitions):
-            for side in (sides if rep % 2 == 0 else sides[::-1]):
-                print(f"refarch compare: repetition {rep + 1}/{repetitions} on the {side.label}", flush=True)
-                figures[side.label].append(measure(side, folder / f"{side.label}-{rep + 1}.xml"))
+        if arrangement == SIDE_BY_SIDE:
+            for side in sides:
+                deploy(side)
+            for rep in range(repetitions):
+                for side in (sides if rep % 2 == 0 else sides[::-1]):
+                    repetition(side, rep)
+        else:
+            for side in sides:
+                deploy(side)
+                for rep in range(repetitions):
+                    repetition(side, rep)
+                print(f"refarch: tearing down the {side.label}'s cluster {side.run_id}", file=sys.stderr, flush=True)
+                _down(side, folder / f"{side.label}.log")
+                run_ids[side.label], side.run_id = side.run_id, ""
     result = {
         "baseline": sides[0].ref, "baseline_commit": base_commit, "baseline_version": sides[0].version,
         "candidate": candidate, "candidate_commit": cand_commit or ver.commit(), "candidate_version": sides[1].version,
         "profile": profile, "overrides": overrides, "repetitions": repetitions, "machine": ver.machine(),
         "judge_hash": ver.judge_hash(), "duration_s": round(time.monotonic() - started, 1),
-        "run_ids": {s.label: s.run_id for s in sides}, "runs": figures,
+        "arrangement": arrangement, "run_ids": run_ids or {s.label: s.run_id for s in sides}, "runs": figures,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "figures": comparison.compare_all(figures["baseline"], figures["candidate"], tolerances),
     }

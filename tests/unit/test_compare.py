@@ -123,7 +123,7 @@ def test_bad_input_is_one_line_before_anything_is_deployed(monkeypatch):
     with pytest.raises(RefarchError, match="'no-such-ref' names no commit"):
         compare.run("no-such-ref")
     monkeypatch.setattr(compare, "memory_available", lambda: 8 * 2 ** 30)
-    with pytest.raises(RefarchError, match=r"two clusters of 2 nodes with 6144 MiB each need 24\.0 GiB, 8\.0 GiB "
+    with pytest.raises(RefarchError, match=r"one cluster of 2 nodes with 6144 MiB each needs 12\.0 GiB, 8\.0 GiB "
                                            r"are available: give less memory per node"):
         compare.run("HEAD")
 
@@ -150,6 +150,53 @@ def test_repetitions_alternate_and_a_failure_tears_both_down_with_no_verdict(mon
     with pytest.raises(RefarchError, match="ran past 900 s"):
         compare.run("HEAD", repetitions=3)
     assert order == ["baseline", "candidate", "candidate", "baseline", "baseline"]
+    assert downs == ["hvd-baseline", "hvd-candidate"]
+    assert not list((tmp_path / "runs").glob("compare-*/compare.json"))
+
+
+def test_memory_for_one_cluster_measures_one_after_the_other(monkeypatch, tmp_path, capsys):
+    """16 GiB available, 12 GiB a cluster: the baseline is deployed, measured
+    n times and torn down before the candidate is deployed; compare.json
+    and its page say so."""
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 16 * 2 ** 30)
+    events, values = [], iter(NP2 + NP2)
+
+    def up(side, *a):
+        events.append(f"up {side.label}")
+        side.run_id = f"hvd-{side.label}"
+
+    def measure(side, junit):
+        events.append(side.label)
+        return {"images_per_sec[np=2,batch=16]": next(values)}
+
+    monkeypatch.setattr(compare, "_up", up)
+    monkeypatch.setattr(compare, "_down", lambda side, log: events.append(f"down {side.run_id}"))
+    monkeypatch.setattr(compare, "measure", measure)
+    result = compare.run("HEAD", repetitions=3)
+    assert events == ["up baseline", "baseline", "baseline", "baseline", "down hvd-baseline",
+                      "up candidate", "candidate", "candidate", "candidate", "down hvd-candidate"]
+    assert result["arrangement"] == "one after the other"
+    assert result["run_ids"] == {"baseline": "hvd-baseline", "candidate": "hvd-candidate"}
+    assert "24.0 GiB, 16.0 GiB are available: the baseline is measured first" in capsys.readouterr().err
+    assert "drift between them is not cancelled" in (Path(result["folder"]) / "compare.html").read_text()
+
+
+def test_a_failure_one_after_the_other_tears_down_only_what_is_up(monkeypatch, tmp_path):
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 16 * 2 ** 30)
+    downs = []
+
+    def up(side, *a):
+        side.run_id = f"hvd-{side.label}"
+        if side.label == "candidate":
+            raise RefarchError("compare: the candidate (worktree) did not deploy: terraform apply failed")
+
+    monkeypatch.setattr(compare, "_up", up)
+    monkeypatch.setattr(compare, "_down", lambda side, log: downs.append(side.run_id))
+    monkeypatch.setattr(compare, "measure", lambda side, junit: {"images_per_sec[np=2,batch=16]": 40.0})
+    with pytest.raises(RefarchError, match="did not deploy"):
+        compare.run("HEAD", repetitions=3)
     assert downs == ["hvd-baseline", "hvd-candidate"]
     assert not list((tmp_path / "runs").glob("compare-*/compare.json"))
 
