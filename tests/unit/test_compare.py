@@ -201,6 +201,32 @@ def test_a_failure_one_after_the_other_tears_down_only_what_is_up(monkeypatch, t
     assert not list((tmp_path / "runs").glob("compare-*/compare.json"))
 
 
+@pytest.mark.parametrize("signum", ["SIGTERM", "SIGINT"])
+def test_an_interrupted_comparison_tears_both_down_and_writes_no_verdict(monkeypatch, tmp_path, signum):
+    """The signal arrives during the second repetition, as a cancelled CI
+    job's SIGTERM or a user's Ctrl-C would."""
+    import os
+    import signal
+
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 64 * 2 ** 30)
+    downs, measured = [], []
+
+    def measure(side, junit):
+        measured.append(side.label)
+        if len(measured) == 2:
+            os.kill(os.getpid(), getattr(signal, signum))
+        return {"images_per_sec[np=2,batch=16]": 40.0}
+
+    monkeypatch.setattr(compare, "_up", lambda side, *a: setattr(side, "run_id", f"hvd-{side.label}"))
+    monkeypatch.setattr(compare, "_down", lambda side, log: downs.append(side.run_id))
+    monkeypatch.setattr(compare, "measure", measure)
+    with pytest.raises(KeyboardInterrupt):
+        compare.run("HEAD", repetitions=3)
+    assert measured == ["baseline", "candidate"] and downs == ["hvd-baseline", "hvd-candidate"]
+    assert not list((tmp_path / "runs").glob("compare-*/compare.json"))
+
+
 def test_a_finished_comparison_writes_its_verdicts(monkeypatch, tmp_path):
     monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
     monkeypatch.setattr(compare, "memory_available", lambda: 64 * 2 ** 30)
