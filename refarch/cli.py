@@ -291,6 +291,12 @@ def _gate(args) -> int:
 def _compare(args) -> int:
     from . import compare
 
+    if not args.baseline and args.first_release_ok:
+        try:
+            compare.previous_tag()
+        except RefarchError as exc:
+            print(f"compare: a first release: nothing to compare with ({exc})")
+            return 0
     baseline = args.baseline or compare.previous_tag()
     result = compare.run(baseline, args.candidate, args.repetitions, args.profile, parse_overrides(args.set),
                          Path(args.out) if args.out else None)
@@ -486,6 +492,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile value of both, e.g. nodes.flavor.memory_mb=4096")
     c.add_argument("--out", help="also write compare.json here (validation/<version>/compare.json for the gate)")
+    c.add_argument("--first-release-ok", action="store_true",
+                   help="with no BASELINE and no release tag below descriptors/VERSION, say so and exit 0 "
+                        "(the tag pipeline of a first release)")
     c.set_defaults(func=_compare)
     v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs scenario: cloud-init boot and NFS)",
                        description="up: boot VMs from the cached VM image with cloud-init seeds rendered by "

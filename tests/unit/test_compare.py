@@ -316,3 +316,22 @@ def test_a_repetition_measures_recovery_and_keeps_a_figure_outside_the_profiles_
     (run / "results.json").write_text(json.dumps(results))
     with pytest.raises(RefarchError, match="test_scaling_table failed: np=2 ran past 900 s"):
         compare.measure(side, tmp_path / "j.xml")
+
+
+def test_a_first_release_has_nothing_to_compare_when_the_pipeline_says_so(monkeypatch, capsys, tmp_path):
+    """The tag pipeline's compare-local job runs `refarch compare
+    --first-release-ok`: with no release tag below descriptors/VERSION it
+    says so and passes; without the flag it is the one-line error."""
+    from refarch import cli
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
+
+    def no_tag():
+        raise RefarchError("compare: no release tag below 0.2.0 (v<MAJOR.MINOR.PATCH>): name the baseline")
+
+    monkeypatch.setattr(compare, "previous_tag", no_tag)
+    monkeypatch.setattr(compare, "run", lambda *a, **kw: pytest.fail("compared"))
+    assert cli.main(["compare", "--first-release-ok"]) == 0
+    assert "a first release: nothing to compare with" in capsys.readouterr().out
+    assert cli.main(["compare"]) == 2
+    assert "no release tag below 0.2.0" in capsys.readouterr().err
