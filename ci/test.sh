@@ -13,7 +13,9 @@
 #   report           that run's report in headless Chromium
 #   configurability  the same checks and properties on 3 nodes
 # Each environment's time, and how busy the machine's CPUs were while it ran,
-# go to runs/ci-timings.json (and are printed at the end); every environment
+# go to runs/ci-timings.json (and are printed at the end), with the whole
+# run's busy CPU seconds and their floor (busy seconds / CPUs: the least wall
+# time this work can take here, however it is arranged); every environment
 # runs even when one before it failed, as tox would.
 # Extra arguments go to every pytest run.
 #
@@ -156,10 +158,15 @@ if [ "$rc" -eq 0 ]; then
     done
 fi
 summary=0
-python3 - "$timings" "$t0" "$EPOCHREALTIME" "$interrupted" <<'EOF' || summary=$?
+python3 - "$timings" "$t0" "$EPOCHREALTIME" "$interrupted" "$cpu0" "$(cpu_ticks)" <<'EOF' || summary=$?
 import json, os, platform, sys, time
 rows = [line.split("\t") for line in open(sys.argv[1], encoding="utf-8").read().splitlines() if line]
 t0, total, interrupted = float(sys.argv[2]), float(sys.argv[3]) - float(sys.argv[2]), sys.argv[4] or None
+# The whole run's busy CPU time (every process on the machine), in
+# seconds: divided by the CPUs it is the least wall time the same work
+# could take here, however it were arranged.
+(busy0, _), (busy1, _) = (map(int, sys.argv[5].split()), map(int, sys.argv[6].split()))
+cpu_s = (busy1 - busy0) / os.sysconf("SC_CLK_TCK")
 
 
 def busy(cpu0, cpu1):
@@ -173,6 +180,7 @@ out = {"what": "ci/test.sh: seconds per tox environment (wall clock), when it st
                "bootstrap began), exit status, and how busy the machine's CPUs were meanwhile (0-1, /proc/stat)",
        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
        "cpus": os.cpu_count(), "total_s": round(total, 1), "interrupted": interrupted,
+       "cpu_busy_s": round(cpu_s, 1), "cpu_floor_s": round(cpu_s / os.cpu_count(), 1),
        "lanes": "environments with a lane ran beside the other lane of their group",
        "environments": [{"name": n, "seconds": round(float(end) - float(start), 1),
                          "started_s": round(float(start) - t0, 1), "exit": int(rc), "cpu_busy": busy(c0, c1),
@@ -186,6 +194,8 @@ for env in out["environments"]:
 with open("runs/ci-failed.txt", "w", encoding="utf-8") as f:
     f.write(" ".join(e["name"] for e in out["environments"] if e["exit"] != 0))
 print(f"  {'total':<16} {total:>7.1f} s ({total / 60:.1f} min)" + (f", interrupted by SIG{interrupted}" if interrupted else ""))
+print(f"  {'CPU time':<16} {cpu_s:>7.1f} s busy on {os.cpu_count()} CPUs: at least {cpu_s / os.cpu_count() / 60:.1f} min "
+      "of wall time for this work here, however arranged")
 EOF
 rm -f "$timings"
 failed=$(cat runs/ci-failed.txt 2>/dev/null)
