@@ -177,7 +177,9 @@ def busy(cpu0, cpu1):
 
 
 out = {"what": "ci/test.sh: seconds per tox environment (wall clock), when it started (seconds after the "
-               "bootstrap began), exit status, and how busy the machine's CPUs were meanwhile (0-1, /proc/stat)",
+               "bootstrap began), exit status, and how busy the machine's CPUs were meanwhile (0-1, /proc/stat); "
+               "cpu_busy_s: busy CPU seconds of the whole run (every process on the machine), cpu_floor_s: "
+               "those over the CPUs, the least wall time of this work here",
        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
        "cpus": os.cpu_count(), "total_s": round(total, 1), "interrupted": interrupted,
        "cpu_busy_s": round(cpu_s, 1), "cpu_floor_s": round(cpu_s / os.cpu_count(), 1),
