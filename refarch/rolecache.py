@@ -10,12 +10,13 @@ and, in site.yml's order, those before it: ``prepare`` applies them), the
 playbook and Ansible settings, the pins (``descriptors/versions.yml``), the
 local profile, the Terraform modules, the node image's and wheelhouse's
 inputs (so the image hashes follow), the packaging, the checks Molecule's
-verify runs (:data:`VERIFY_TESTS`; the VM scenario's, :data:`VM_TESTS`) and the package's
-templates.  The suite's code is keyed by what the scenario really ran: every
+verify runs (:data:`VERIFY_TESTS`; the VM scenario's, :data:`VM_TESTS`).
+The suite's code is keyed by what the scenario really ran: every
 process of it (the runner, the CLI that create/destroy call, Terraform's
 callbacks, the verify's pytest) writes the ``refarch`` modules it loaded
 (``REFARCH_LOADED_MODULES``, see ``refarch/__init__.py``), and the record
-keeps each one's sha256 (:func:`module_hashes`).  A record is honoured only
+keeps each one's sha256 (:func:`module_hashes`, with the data files it
+reads: the templates with refarch.report).  A record is honoured only
 while every one of those modules is unchanged: a change to a module no
 process of the scenario loaded (the fault cases, the release gate and
 comparison, the report) reruns nothing, a change to one it loaded reruns
@@ -51,7 +52,13 @@ ROLE_ORDER = ["common", "ca_certificates", "ssh_hardening", "time_sync", "gpu", 
 COMMON_INPUTS = ["descriptors/ansible/site.yml", "descriptors/ansible/ansible.cfg",
                  "descriptors/ansible/molecule/resources", "descriptors/versions.yml",
                  "descriptors/profiles/local.yml", "descriptors/terraform", "descriptors/wheelhouse",
-                 "conftest.py", "pyproject.toml", "tox.ini", "refarch/templates"]
+                 "conftest.py", "pyproject.toml", "tox.ini"]
+#: Data files a module reads, hashed with it (:func:`module_hashes`): the
+#: package's templates are read only through refarch.report (its Jinja2
+#: environment; refarch.mrnote asks it), so they count where a scenario's
+#: processes loaded report, and a change to the HTML report reruns no
+#: scenario that never rendered one.
+MODULE_DATA = {"report": "refarch/templates"}
 #: The checks Molecule's verify runs on the local platform (resources/verify.yml).
 VERIFY_TESTS = ["tests/integration/__init__.py", "tests/integration/test_nodes.py",
                 "tests/integration/test_cluster.py"]
@@ -118,12 +125,21 @@ def enabled() -> bool:
 def module_hashes(names, root: Path = ROOT) -> dict[str, str]:
     """``{"refarch/<name>.py": sha256 hex}`` of the package's modules
     ``names`` (an iterable of module names as :data:`LOADED_ENV`'s file
-    lists them); a module without a file counts as ``"missing"``."""
+    lists them), each over the module and the data files it reads
+    (:data:`MODULE_DATA`, in sorted order); a module without a file counts
+    as ``"missing"``."""
     hashes = {}
     for name in sorted(set(names)):
         path = root / "refarch" / f"{name}.py"
         rel = str(path.relative_to(root))
-        hashes[rel] = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
+        if not path.is_file():
+            hashes[rel] = "missing"
+            continue
+        digest = hashlib.sha256(path.read_bytes())
+        data = root / MODULE_DATA[name] if name in MODULE_DATA else None
+        for extra in sorted(p for p in data.rglob("*") if p.is_file()) if data and data.is_dir() else []:
+            digest.update(b"\0" + str(extra.relative_to(root)).encode() + b"\0" + extra.read_bytes())
+        hashes[rel] = digest.hexdigest()
     return hashes
 
 
@@ -174,7 +190,8 @@ def check(name: str, key: str, now: float | None = None, root: Path = ROOT) -> t
     if not recorded:
         return None, f"its pass in run {record.get('run')} recorded no modules"
     current = module_hashes([Path(rel).stem for rel in recorded], root)
-    changed = sorted(rel for rel, digest in recorded.items() if current.get(rel) != digest)
+    changed = sorted(rel + (f" (or {MODULE_DATA[Path(rel).stem]}/)" if Path(rel).stem in MODULE_DATA else "")
+                     for rel, digest in recorded.items() if current.get(rel) != digest)
     if changed:
         return None, f"{', '.join(changed)} changed since its pass in run {record.get('run')}"
     return record, ""

@@ -61,6 +61,22 @@ def test_the_suite_code_counts_as_far_as_the_scenarios_processes_loaded_it(tree)
     assert rolecache.lookup("openmpi", key, root=tree) is None
 
 
+def test_the_templates_count_where_the_report_was_loaded(tree):
+    """The package's templates are read only through refarch.report: a new
+    section of the HTML report reruns a scenario whose processes rendered a
+    report, and no other; neither is in the key itself."""
+    (tree / "refarch/templates").mkdir()
+    (tree / "refarch/templates/report.html.j2").write_text("<p>{{ verdict }}</p>\n")
+    key = rolecache.scenario_key("openmpi", tree)
+    rolecache.remember("openmpi", key, "roles-20261130-120000", 33.4, "openmpi.log", _loaded(tree, "proc"))
+    rolecache.remember("horovod", key, "roles-20261130-120000", 40.1, "horovod.log", _loaded(tree, "report"))
+    (tree / "refarch/templates/trend.html.j2").write_text("<h2>Side by side</h2>\n")
+    assert rolecache.scenario_key("openmpi", tree) == key
+    assert rolecache.lookup("openmpi", key, root=tree)["run"] == "roles-20261130-120000"
+    assert rolecache.check("horovod", key, root=tree) == (
+        None, "refarch/report.py (or refarch/templates/) changed since its pass in run roles-20261130-120000")
+
+
 def test_a_run_whose_processes_listed_no_cli_or_plugin_leaves_no_record(tree, tmp_path):
     listed = tmp_path / "openmpi.modules"
     listed.write_text("proc\ncli\n")
