@@ -291,13 +291,15 @@ def _gate(args) -> int:
 def _compare(args) -> int:
     from . import compare
 
-    if not args.baseline and args.first_release_ok:
+    baseline = args.baseline
+    if not baseline:
         try:
-            compare.previous_tag()
+            baseline = compare.previous_tag()
         except RefarchError as exc:
+            if not args.first_release_ok:
+                raise
             print(f"compare: a first release: nothing to compare with ({exc})")
             return 0
-    baseline = args.baseline or compare.previous_tag()
     result = compare.run(baseline, args.candidate, args.repetitions, args.profile, parse_overrides(args.set),
                          Path(args.out) if args.out else None)
     print(f"compare: {result['baseline']} ({result['baseline_version']}) against {result['candidate']} "

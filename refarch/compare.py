@@ -283,12 +283,14 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
              Side("candidate", candidate, cand_tree, ver.architecture_version(cand_tree / "VERSION"))]
     figures: dict[str, list[dict]] = {"baseline": [], "candidate": []}
 
+    def down(side: Side) -> None:
+        print(f"refarch: tearing down the {side.label}'s cluster {side.run_id}", file=sys.stderr, flush=True)
+        _down(side, folder / f"{side.label}.log")
+
     def teardown():
         for side in [s for s in sides if s.run_id]:
-            print(f"refarch: tearing down the {side.label}'s cluster {side.run_id}", file=sys.stderr, flush=True)
-            _down(side, folder / f"{side.label}.log")
+            down(side)
 
-    started = time.monotonic()
     def deploy(side: Side) -> None:
         print(f"refarch compare: deploying the {side.label} ({side.ref}, version {side.version})", flush=True)
         _up(side, profile, overrides, folder / f"{side.label}.log")
@@ -298,6 +300,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
         figures[side.label].append(measure(side, folder / f"{side.label}-{rep + 1}.xml"))
 
     run_ids = {}
+    started = time.monotonic()
     with guarded(teardown, keep=lambda: False):
         if arrangement == SIDE_BY_SIDE:
             for side in sides:
@@ -310,8 +313,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
                 deploy(side)
                 for rep in range(repetitions):
                     repetition(side, rep)
-                print(f"refarch: tearing down the {side.label}'s cluster {side.run_id}", file=sys.stderr, flush=True)
-                _down(side, folder / f"{side.label}.log")
+                down(side)
                 run_ids[side.label], side.run_id = side.run_id, ""
     result = {
         "baseline": sides[0].ref, "baseline_commit": base_commit, "baseline_version": sides[0].version,

@@ -136,8 +136,10 @@ def module_hashes(names, root: Path = ROOT) -> dict[str, str]:
             hashes[rel] = "missing"
             continue
         digest = hashlib.sha256(path.read_bytes())
-        data = root / MODULE_DATA[name] if name in MODULE_DATA else None
-        for extra in sorted(p for p in data.rglob("*") if p.is_file()) if data and data.is_dir() else []:
+        files = []
+        if name in MODULE_DATA and (root / MODULE_DATA[name]).is_dir():
+            files = sorted(p for p in (root / MODULE_DATA[name]).rglob("*") if p.is_file())
+        for extra in files:
             digest.update(b"\0" + str(extra.relative_to(root)).encode() + b"\0" + extra.read_bytes())
         hashes[rel] = digest.hexdigest()
     return hashes
