@@ -358,6 +358,13 @@ def _neighbour_state(ctx: FaultContext) -> dict[str, str]:
     return {f"{ctx.node(0)}: busy loops": r.stdout.strip() or "0"}
 
 
+def _firewall_state(ctx: FaultContext) -> dict[str, str]:
+    """State: the whole nftables ruleset of the second node's network
+    namespace (F2's firewall lives there)."""
+    r = ctx.netns(ctx.node(1), "nft", "list", "ruleset")
+    return {f"{ctx.node(1)}: nft list ruleset": r.stdout.strip()}
+
+
 def _mount_state(ctx: FaultContext) -> dict[str, str]:
     """State: what is mounted at /shared on the second node, and how."""
     r = ctx.sh(ctx.node(1), "findmnt -n -o SOURCE,FSTYPE /shared || echo 'not mounted'")
@@ -493,7 +500,7 @@ FAULTS: tuple[Fault, ...] = (
           checks="test_peer_ports_reachable or test_listening_sockets_allowed or communication",
           must_fail=("test_peer_ports_reachable[", "test_property[communication.busbw_to_tcp]"),
           message=r"{n0} -> {n1} \(\S+\) TCP \d+: timed out after 5 s", source="FAULTS.md F2",
-          judges_figures=True),
+          judges_figures=True, state=_firewall_state),
     Fault("F3", "the share's root-owned export: the training user cannot write",
           inject=lambda c: c.sh(c.node(0), "chown root:root /srv/shared && chmod 0755 /srv/shared"),
           revert=lambda c: c.sh(c.node(0), f"chown {c.training_user}:{c.training_user} /srv/shared && chmod 0775 /srv/shared"),
