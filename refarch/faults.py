@@ -92,9 +92,17 @@ class Fault:
     #: cluster earlier in the session stand for its measurement after the
     #: revert (:func:`after_revert`); None: every failed check runs again.
     state: Callable[[FaultContext], dict[str, str]] | None = None
+    #: Further regexes (as :attr:`message`) that some failure must match
+    #: too: each check that meets the fault quotes its cause.
+    more_messages: tuple[str, ...] = ()
 
     def expected_message(self, ctx: FaultContext) -> str:
         return self.message.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
+
+    def expected_messages(self, ctx: FaultContext) -> list[str]:
+        """:attr:`message` and :attr:`more_messages`, with the node names in."""
+        return [m.format(n0=ctx.node(0), n1=ctx.node(1), user=ctx.training_user)
+                for m in (self.message, *self.more_messages)]
 
     @property
     def alone(self) -> bool:
@@ -371,6 +379,50 @@ def _mount_state(ctx: FaultContext) -> dict[str, str]:
     return {f"{ctx.node(1)}: /shared": r.stdout.strip()}
 
 
+def _mtu_blackhole(largest: int):
+    """Inject: the second node drops every packet above ``largest`` bytes
+    to and from the first node, silently (an overlay network whose path
+    MTU is below the interfaces' 1500: small pings pass; SSH key exchange,
+    MPI and the share hang).  An nftables table in its network namespace."""
+    def inject(ctx: FaultContext) -> None:
+        peer = ctx.contract.node(ctx.node(0)).address
+        ctx.netns(ctx.node(1), "nft", (
+            "add table inet refarch_fault_mtu; "
+            "add chain inet refarch_fault_mtu input { type filter hook input priority 0; policy accept; }; "
+            "add chain inet refarch_fault_mtu output { type filter hook output priority 0; policy accept; }; "
+            f"add rule inet refarch_fault_mtu input ip saddr {peer} meta length > {largest} drop; "
+            f"add rule inet refarch_fault_mtu output ip daddr {peer} meta length > {largest} drop"))
+    return inject
+
+
+def _home_state(ctx: FaultContext) -> dict[str, str]:
+    """State: mode and owner of the training user's home on the second node."""
+    r = ctx.sh(ctx.node(1), f"stat -c '%a %U:%G' /home/{ctx.training_user}")
+    return {f"{ctx.node(1)}: /home/{ctx.training_user}": r.stdout.strip()}
+
+
+#: The SSH session an sshfs mount of the share runs (``ssh ... -s -- user@server sftp``).
+_SSHFS_SESSION = "^ssh .*@{server} sftp$"
+
+
+def _no_sftp(ctx: FaultContext) -> None:
+    """Inject: the share's server (first node) drops sshd's sftp subsystem
+    (a hardening role turning it off), and the second node's sshfs loses
+    its SSH session (SIGKILL), so its next access reconnects into the
+    server without SFTP."""
+    ctx.sh(ctx.node(0), _backup("/etc/ssh/sshd_config")
+           + " && sed -i 's/^Subsystem/#Subsystem/' /etc/ssh/sshd_config && systemctl reload ssh")
+    ctx.sh(ctx.node(1), f"pkill -9 -f '{_SSHFS_SESSION.format(server=ctx.node(0))}'; sleep 1", check=False)
+
+
+def _sftp_back(ctx: FaultContext) -> None:
+    """The server's sshd_config back; the second node's sshfs reconnects on
+    its next access (option reconnect), proven by reading the share."""
+    ctx.sh(ctx.node(0), _restore("/etc/ssh/sshd_config") + " && systemctl reload ssh")
+    ctx.sh(ctx.node(1), f"for i in $(seq 15); do su - {ctx.training_user} -c 'ls -A /shared >/dev/null 2>&1' "
+                        "&& exit 0; sleep 1; done; echo '/shared still unusable 15 s after sftp came back' >&2; exit 1")
+
+
 _LAUNCHER = "/usr/local/bin/horovodrun-elastic"
 
 
@@ -643,6 +695,45 @@ FAULTS: tuple[Fault, ...] = (
           message=r"elastic job goes on at world size 1 after {n1} was cut off: not within 50 s: .*the elastic "
                   r"driver on {n0} still waits on its SSH session to {n1}",
           source="issue 25, availability under partition (measured: never went on within 240 s)"),
+    Fault("F18", "packets above 1400 bytes between two nodes vanish (path MTU blackhole of an overlay network)",
+          inject=_mtu_blackhole(1400),
+          revert=lambda c: c.netns(c.node(1), "nft", "delete table inet refarch_fault_mtu"),
+          state=_firewall_state,
+          checks="test_network_path_to_every_peer or test_ssh_to_every_peer or test_mpirun_across_all_nodes "
+                 "or test_shared_storage",
+          must_fail=("test_network_path_to_every_peer[{n0}]", "test_network_path_to_every_peer[{n1}]",
+                     "test_ssh_to_every_peer[{n0}]", "test_mpirun_across_all_nodes",
+                     "test_shared_storage_mounted[{n1}]"),
+          message=r"{n0} -> {n1} \(\S+\): packets above 1400 bytes vanish \(path MTU blackhole\): the largest "
+                  r"don't-fragment ping that passes is 1372 bytes of payload, below \S+'s MTU 1500",
+          more_messages=(r"SSH between nodes failed: not tried: {n0} -> {n1} \(\S+\): packets above 1400 bytes vanish",
+                         r"mpirun from {n0} across 2 nodes not launched: network path: {n0} -> {n1} \(\S+\): "
+                         r"packets above 1400 bytes vanish",
+                         r"{n1}: /shared not read: {n1} -> {n0} \(\S+\): packets above 1400 bytes vanish"),
+          source="FAULTS.md F18 (by hand on main: six checks timed out after 7 min 52 s, the cause unnamed)"),
+    Fault("F19", "the training user's home is writable by others on one node (sshd's StrictModes refuses its key)",
+          inject=lambda c: c.sh(c.node(1), f"chmod 0777 /home/{c.training_user}"),
+          revert=lambda c: c.sh(c.node(1), f"chmod 0755 /home/{c.training_user}"),
+          state=_home_state,
+          checks="test_ssh_to_every_peer or test_ssh_burst_to_every_peer or test_mpirun_across_all_nodes",
+          must_fail=("test_ssh_to_every_peer[{n0}]", "test_ssh_burst_to_every_peer[{n0}]",
+                     "test_mpirun_across_all_nodes"),
+          message=r"SSH between nodes failed: {n0} -> {n1}: {user}@{n1}: Permission denied \(publickey\)\.; "
+                  r"{n1}'s sshd: Authentication refused: bad ownership or modes for directory /home/{user}",
+          more_messages=(r"{n0} -> {n1}: a single login fails too, not a concurrency limit: .*Permission denied.*; "
+                         r"{n1}'s sshd: Authentication refused: bad ownership or modes for directory /home/{user}",
+                         r"mpirun from {n0} failed \(exit \d+\): .*Permission denied.*; {n1}'s sshd: Authentication "
+                         r"refused: bad ownership or modes for directory /home/{user}"),
+          source="FAULTS.md F19 (by hand on main: 'Permission denied (publickey)', the burst check blamed "
+                 "MaxStartups, mpirun dumped a CommandResult)"),
+    Fault("F20", "the share's server drops sshd's sftp subsystem; the other node's sshfs reconnects into it",
+          inject=_no_sftp, revert=_sftp_back,
+          state=_states(files_state("/etc/ssh/sshd_config", node=0), _mount_state),
+          checks="test_shared_storage", must_fail=("test_shared_storage_write_read_everywhere[{n1}]",),
+          message=r"{n1}: training user {user} cannot write /shared/\.refarch-check-{n1}: .*Input/output error; "
+                  r"{n0} \(the share's server\): its sshd offers no sftp subsystem \(sshd -T lists no Subsystem\); "
+                  r"{n1}'s sshfs has no SSH session to {n0} \(its reconnects fail\)",
+          source="FAULTS.md F20 (by hand on main: 'Input/output error' on every check, the server unnamed)"),
     Fault("uid", "the training user has another uid on one node",
           inject=lambda c: c.sh(c.node(1), f"usermod -u 2999 {c.training_user}"),
           revert=lambda c: c.sh(c.node(1), f"usermod -u 2001 {c.training_user}"),

@@ -399,10 +399,20 @@ def reachable_hosts(hosts, cluster, run_state):
 HOROVOD_PYTHON = "$(dirname $(command -v horovodrun))/python"
 
 
+#: The exit status :func:`run_as` reports for a command that exited 255.
+EXIT_255 = 254
+
+
 def run_as(host, user: str, command: str, timeout_s: int = 60):
     """Run ``command`` on ``host`` as ``user`` (login environment) with a time
-    limit in seconds; returns testinfra's CommandResult (rc 124 on timeout)."""
-    return host.run(f"sudo -n -u {user} -H timeout -k 5 {timeout_s} bash -lc {shlex.quote(command)}")
+    limit in seconds; returns testinfra's CommandResult (rc 124 on timeout).
+
+    A command that exits 255 (ssh's own failure: mpirun or ssh to a peer
+    refused) comes back as :data:`EXIT_255` with its output: testinfra
+    takes 255 over SSH for a failure of its own connection and raises a
+    RuntimeError that dumps the whole CommandResult."""
+    return host.run(f"sudo -n -u {user} -H timeout -k 5 {timeout_s} bash -lc {shlex.quote(command)}; "
+                    f"rc=$?; [ $rc -ne 255 ] || rc={EXIT_255}; exit $rc")
 
 
 # Node logs on failure ---------------------------------------------------------

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from . import checks, childrun, figures, progress
+from . import causes, checks, childrun, figures, progress
 from .pytest_plugin import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
@@ -130,6 +130,12 @@ def _launch_across(hosts, cluster, profile) -> None:
     problems = prelaunch_problems(hosts, cluster, iface)
     if problems:
         pytest.fail(f"not launched: Horovod would be pinned to {iface or '(unset)'}: " + "; ".join(problems))
+    # Every rank talks to every other: a faulty path hangs the job until
+    # its timeout, so it is named before the launch (refarch.causes).
+    names = cluster.contract.node_names
+    cut = causes.path_problems(cluster, hosts, [(a, b) for a in names for b in names if a != b])
+    if cut:
+        pytest.fail("not launched across nodes: network path: " + "; ".join(cut))
 
 
 @pytest.fixture(scope="session")
@@ -435,6 +441,7 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
             raise
         healthy_s = time.monotonic() - start
         run_state.reachability.pop(name, None)
+        causes.forget_paths(cluster.run_id)
         junit = cluster.rundir.logs / f"restart-{name}-checks-{int(time.time())}.xml"
         others = [n for n in names if n != name]
         outcomes = childrun.run_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit,

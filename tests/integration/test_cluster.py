@@ -2,7 +2,7 @@
 
 import pytest
 
-from refarch import checks
+from refarch import causes, checks
 from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
@@ -40,9 +40,15 @@ def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
     node's hostname exactly once (and does so within a time limit)."""
     first = cluster.contract.node_names[0]
     n = len(reachable_hosts)
+    peers = [p for p in cluster.contract.node_names if p != first]
+    cut = causes.path_problems(cluster, reachable_hosts, [pair for p in peers for pair in ((first, p), (p, first))])
+    if cut:
+        pytest.fail(f"mpirun from {first} across {n} nodes not launched: network path: " + "; ".join(cut))
+    since = {p: causes.clock(reachable_hosts[p]) for p in peers}
     r = run_as(reachable_hosts[first], profile.training_user.name,
                f"mpirun --hostfile /etc/openmpi/cluster-hostfile -np {n} hostname", timeout_s=120)
-    assert r.rc != 124, f"mpirun from {first} across {n} nodes timed out after 120 s"
+    if r.rc == 124:
+        pytest.fail(f"mpirun from {first} across {n} nodes timed out after 120 s")
     if r.rc != 0:
         log = cluster.rundir.logs / "mpirun-check.log" if getattr(cluster, "rundir", None) else None
         if log:
@@ -56,6 +62,11 @@ def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
                        if run_as(reachable_hosts[first], profile.training_user.name,
                                  f"ssh -o BatchMode=yes {peer} 'command -v orted'", timeout_s=30).rc != 0]
             where = f"; orted is not on the non-interactive PATH of {', '.join(lacking)}" if lacking else ""
+        elif "Permission denied" in output:
+            # mpirun starts orted over SSH: the peer's sshd knows why it refused.
+            refused = [why for why in (causes.login_refusal(reachable_hosts, cluster, first, p, since[p])
+                                       for p in peers) if why]
+            where = "".join(f"; {why}" for why in refused)
         pytest.fail(f"mpirun from {first} failed (exit {r.rc}): {cause}{where}"
                     + (f" (full output: {log})" if log else ""))
     seen = sorted(r.stdout.split())

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from refarch import ansible, checks
+from refarch import ansible, causes, checks
 from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
@@ -38,13 +38,32 @@ def test_training_user(node, node_name, profile):
     assert user.uid == want.uid, f"{node_name}: {want.name} has uid {user.uid}, expected {want.uid}"
 
 
-def test_ssh_to_every_peer(node, node_name, profile, cluster):
+def test_network_path_to_every_peer(node, node_name, cluster, hosts):
+    """The cluster network carries full-size packets to every peer: small
+    pings arrive (at most 5 % of 20 lost) and a don't-fragment ping of the
+    interface's MTU passes; otherwise the largest size that passes is named
+    (an overlay network with a smaller path MTU drops larger packets
+    silently: SSH, MPI and the share then hang while small pings pass;
+    FAULTS.md F18).  The other checks on a pair quote this as their cause."""
+    peers = [p for p in cluster.contract.node_names if p != node_name]
+    problems = causes.path_problems(cluster, hosts, [(node_name, p) for p in peers])
+    assert not problems, "network path: " + "; ".join(problems)
+
+
+def test_ssh_to_every_peer(node, node_name, profile, cluster, hosts):
     """As the training user, SSH to every other node by name works with
-    BatchMode (no prompt) and strict host key checking (seeded host keys)."""
+    BatchMode (no prompt) and strict host key checking (seeded host keys).
+    A refused login quotes the target sshd's own reason from its journal;
+    a pair whose network path is faulty is not tried (its cause is quoted)."""
     failures = []
     for peer in cluster.contract.node_names:
         if peer == node_name:
             continue
+        path = causes.path_problem(cluster, hosts, node_name, peer)
+        if path:
+            failures.append(f"not tried: {path}")
+            continue
+        since = causes.clock(hosts[peer])
         # ssh's own exit status is printed, not returned: testinfra takes an
         # exit status of 255 for a failure of its own connection.
         r = run_as(node, profile.training_user.name,
@@ -53,7 +72,8 @@ def test_ssh_to_every_peer(node, node_name, profile, cluster):
         lines = r.stdout.strip().splitlines() or [""]
         if r.rc != 0 or lines[-1] != "REFARCH_RC=0" or lines[:1] != [peer]:
             detail = " ".join(line for line in lines if not line.startswith("REFARCH_RC")) or f"exit {r.rc}"
-            failures.append(f"{node_name} -> {peer}: {detail.strip()[-200:]}")
+            reason = causes.login_refusal(hosts, cluster, node_name, peer, since)
+            failures.append(f"{node_name} -> {peer}: {detail.strip()[-200:]}" + (f"; {reason}" if reason else ""))
     assert not failures, "SSH between nodes failed: " + "; ".join(failures)
 
 
@@ -86,27 +106,44 @@ BURST = ("for i in $(seq {n}); do (ssh -o BatchMode=yes -o ControlMaster=no -o C
 def test_ssh_burst_to_every_peer(node, node_name, profile, cluster, hosts):
     """Launchers (mpirun, horovodrun) open many SSH logins to a node at once:
     (ranks per node + 2) concurrent BatchMode logins to every peer all
-    succeed (a low sshd MaxStartups drops some at random)."""
+    succeed (a low sshd MaxStartups drops some at random).  Drops are blamed
+    on concurrency only when a single login works; otherwise the single
+    login's failure and the target sshd's reason are quoted."""
     n = max(profile.expect.gpus_per_node, 1) + 2
     failures = []
     for peer in cluster.contract.node_names:
         if peer == node_name:
             continue
+        path = causes.path_problem(cluster, hosts, node_name, peer)
+        if path:
+            failures.append(f"not tried: {path}")
+            continue
+        since = causes.clock(hosts[peer])
         r = run_as(node, profile.training_user.name, BURST.format(n=n, peer=peer), timeout_s=60)
         dropped = [line for line in r.stdout.splitlines() if line.strip()]
-        if dropped:
-            with hosts[peer].sudo():
-                setting = checks.parse_sshd_t(hosts[peer].check_output("/usr/sbin/sshd -T")).get("maxstartups", "?")
-            setting = " ".join(setting) if isinstance(setting, list) else setting
-            failures.append(f"{node_name} -> {peer}: {len(dropped)} of {n} concurrent logins dropped "
-                            f"({dropped[0].strip()[:120]}); {peer}'s effective MaxStartups is {setting} (sshd -T)")
+        if not dropped:
+            continue
+        single = run_as(node, profile.training_user.name,
+                        f"ssh -o BatchMode=yes -o ConnectTimeout=10 {peer} true 2>&1", timeout_s=30)
+        if single.rc != 0:
+            reason = causes.login_refusal(hosts, cluster, node_name, peer, since)
+            failures.append(f"{node_name} -> {peer}: a single login fails too, not a concurrency limit: "
+                            f"{(single.stdout.strip().splitlines() or [f'exit {single.rc}'])[-1][:160]}"
+                            + (f"; {reason}" if reason else ""))
+            continue
+        with hosts[peer].sudo():
+            setting = checks.parse_sshd_t(hosts[peer].check_output("/usr/sbin/sshd -T")).get("maxstartups", "?")
+        setting = " ".join(setting) if isinstance(setting, list) else setting
+        failures.append(f"{node_name} -> {peer}: {len(dropped)} of {n} concurrent logins dropped "
+                        f"({dropped[0].strip()[:120]}); {peer}'s effective MaxStartups is {setting} (sshd -T)")
     assert not failures, "; ".join(failures)
 
 
-def test_shared_storage_mounted(node, node_name, profile):
+def test_shared_storage_mounted(node, node_name, profile, cluster, hosts):
     """The shared storage is mounted with the profile's type and options
     (rw everywhere; for NFS also `hard` and the pinned version), and can be
-    read within 15 s (a dead FUSE or NFS mount is still listed as mounted)."""
+    read within 15 s (a dead FUSE or NFS mount is still listed as mounted).
+    An unusable share names the server's side (FAULTS.md F20)."""
     want = profile.shared_storage
     mp = node.mount_point(want.mount_point)
     assert mp.exists, f"{node_name}: nothing mounted at {want.mount_point}"
@@ -115,20 +152,51 @@ def test_shared_storage_mounted(node, node_name, profile):
     missing = [opt for opt in want.required_mount_options if opt not in mp.options]
     assert not missing, (f"{node_name}: {want.mount_point} lacks mount options {missing} "
                          f"(has {','.join(mp.options)})")
+    path = _path_to_share_server(cluster, hosts, node_name)
+    if path:
+        pytest.fail(f"{node_name}: {want.mount_point} not read: {path}")
     # Listed is not usable: a dead FUSE or NFS mount stays in the mount table.
     r = run_as(node, profile.training_user.name, f"ls -A {want.mount_point} > /dev/null", timeout_s=15)
     if r.rc != 0:
         why = "reading it hung for 15 s" if r.rc == 124 else (r.stderr.strip().splitlines() or [f"exit {r.rc}"])[-1]
-        pytest.fail(f"{node_name}: {want.mount_point} is mounted ({mp.filesystem}) but unusable: {why}")
+        pytest.fail(f"{node_name}: {want.mount_point} is mounted ({mp.filesystem}) but unusable: {why}"
+                    + _share_causes(cluster, hosts, profile, node_name))
 
 
-def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts):
+def _path_to_share_server(cluster, hosts, node_name: str) -> str:
+    """The root cause on the network path between ``node_name`` and the
+    share's server, either way ("" when healthy or it is the server)."""
+    server = cluster.contract.shared_storage["server"]
+    if node_name == server or server not in hosts:
+        return ""
+    return "; ".join(causes.path_problems(cluster, hosts, [(node_name, server), (server, node_name)]))
+
+
+def _share_causes(cluster, hosts, profile, node_name: str) -> str:
+    """``"; <the server's side>; <the client's side>"`` for a share that
+    failed on ``node_name``, "" when neither side names a cause."""
+    server = cluster.contract.shared_storage["server"]
+    found = []
+    if server in hosts:
+        found.append(causes.share_server_problem(hosts[server], server, profile.shared_storage.type,
+                                                 profile.shared_storage.export))
+    if profile.shared_storage.type == "sshfs" and node_name != server:
+        found.append(causes.sshfs_client_state(hosts[node_name], node_name, server))
+    return "".join(f"; {f}" for f in found if f)
+
+
+def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts, cluster):
     """64 KiB of random bytes the training user writes on this node read back
     with the same sha256 on every other node."""
     user = profile.training_user.name
     path = f"{profile.shared_storage.mount_point}/.refarch-check-{node_name}"
+    cut = [p for p in (_path_to_share_server(cluster, hosts, n) for n in hosts) if p]
+    if cut:
+        pytest.fail(f"file not written on {node_name} at {path}: " + "; ".join(dict.fromkeys(cut)))
     w = run_as(node, user, f"head -c 65536 /dev/urandom > {path} && sync && sha256sum < {path}", timeout_s=30)
-    assert w.rc == 0, f"{node_name}: training user {user} cannot write {path}: {w.stderr.strip()}"
+    if w.rc != 0:
+        pytest.fail(f"{node_name}: training user {user} cannot write {path}: {w.stderr.strip()}"
+                    + _share_causes(cluster, hosts, profile, node_name))
     digest = w.stdout.split()[0]
     failures = []
     for peer, host in hosts.items():
@@ -136,7 +204,8 @@ def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts):
             continue
         r = run_as(host, user, f"sha256sum < {path}", timeout_s=30)
         if r.rc != 0 or r.stdout.split()[:1] != [digest]:
-            failures.append(f"{peer} reads other bytes (exit {r.rc}: {(r.stderr or r.stdout).strip()[:80]})")
+            failures.append(f"{peer} reads other bytes (exit {r.rc}: {(r.stderr or r.stdout).strip()[:80]})"
+                            + _share_causes(cluster, hosts, profile, peer))
     run_as(node, user, f"rm -f {path}", timeout_s=30)
     assert not failures, f"file written on {node_name} at {path}: " + "; ".join(failures)
 

@@ -1,0 +1,111 @@
+"""refarch.causes on real recorded outputs (tests/unit/data/causes: the
+journal of node2's sshd refusing node1's logins for each reason, ping's
+summaries, sshd -T with and without the sftp subsystem)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from refarch import causes
+
+DATA = Path(__file__).parent / "data" / "causes"
+NODE1 = "10.213.0.10"
+
+
+@pytest.mark.parametrize("record, reason", [
+    ("strictmodes", "Authentication refused: bad ownership or modes for directory /home/hvd"),
+    ("denyusers", "User hvd from 10.213.0.10 not allowed because listed in DenyUsers"),
+    ("allowusers", "User hvd from 10.213.0.10 not allowed because not listed in AllowUsers"),
+    ("locked", "pam_unix(sshd:account): account hvd has expired (account expired); "
+               "fatal: Access denied for user hvd by PAM account configuration [preauth]"),
+    ("nokey", "no key of hvd's was accepted (sshd logs only: connection closed by authenticating user)"),
+])
+def test_sshd_refusal_of_each_kind(record, reason):
+    assert causes.sshd_refusals((DATA / f"{record}.json").read_text(), NODE1) == [reason]
+
+
+def test_accepted_logins_and_other_clients_give_no_reason():
+    assert causes.sshd_refusals((DATA / "healthy.json").read_text(), NODE1) == []
+    assert causes.sshd_refusals((DATA / "strictmodes.json").read_text(), "10.213.0.12") == []
+    # 10.213.0.1 is a prefix of node1's address, not node1.
+    assert causes.sshd_refusals((DATA / "strictmodes.json").read_text(), "10.213.0.1") == []
+
+
+def test_ping_loss():
+    assert causes.parse_ping_loss((DATA / "ping-healthy.txt").read_text()) == 0.0
+    assert causes.parse_ping_loss((DATA / "ping-unreachable.txt").read_text()) == 100.0
+    with pytest.raises(ValueError, match="no ping summary"):
+        causes.parse_ping_loss("bash: ping: command not found")
+
+
+def test_largest_passing_bisects():
+    calls = []
+
+    def passes(size):
+        calls.append(size)
+        return size <= 1400
+
+    assert causes.largest_passing(passes, 576, 1500) == 1400
+    assert len(calls) <= 12
+    assert causes.largest_passing(lambda s: True, 576, 1500) == 1500
+    assert causes.largest_passing(lambda s: False, 576, 1500) == 575
+
+
+class BlackholeNode:
+    """A testinfra-like host whose path drops IP packets above ``largest``
+    bytes and loses ``lost`` of 20 small pings."""
+
+    def __init__(self, largest, lost=0, mtu=1500):
+        self.largest, self.lost, self.mtu, self.commands = largest, lost, mtu, []
+
+    def sudo(self):
+        from contextlib import nullcontext
+        return nullcontext()
+
+    def check_output(self, command):
+        assert "/sys/class/net/eth0/mtu" in command
+        return str(self.mtu)
+
+    def run(self, command):
+        self.commands.append(command)
+        if "-M do" in command:
+            size = int(command.split(" -s ")[1].split()[0]) + causes.ICMP_OVERHEAD
+            return SimpleNamespace(rc=0 if size <= self.largest else 1, stdout="", stderr="")
+        text = (DATA / "ping-healthy.txt").read_text().replace("20 received", f"{20 - self.lost} received")
+        return SimpleNamespace(rc=0 if self.lost < 20 else 1, stdout=text, stderr="")
+
+
+def test_a_path_mtu_blackhole_is_named_with_the_largest_size():
+    report = causes.probe_path(BlackholeNode(1400), "node1", "node2", "10.213.0.11", "eth0")
+    assert report.path_mtu == 1400
+    assert report.problem() == (
+        "node1 -> node2 (10.213.0.11): packets above 1400 bytes vanish (path MTU blackhole): the largest "
+        "don't-fragment ping that passes is 1372 bytes of payload, below eth0's MTU 1500; SSH, MPI and the "
+        "share hang on it")
+
+
+def test_a_healthy_path_takes_one_full_size_probe():
+    node = BlackholeNode(1500)
+    assert causes.probe_path(node, "node1", "node2", "10.213.0.11", "eth0").problem() == ""
+    assert sum("-M do" in c for c in node.commands) == 1
+
+
+def test_loss_and_unreachable_paths():
+    assert "3 % of 20" not in causes.probe_path(BlackholeNode(1500, lost=1), "a", "b", "x", "eth0").problem()
+    assert "10 % of 20 pings lost" in causes.probe_path(BlackholeNode(1500, lost=2), "a", "b", "x", "eth0").problem()
+    assert "unreachable on the cluster network" in causes.probe_path(
+        BlackholeNode(1500, lost=20), "a", "b", "x", "eth0").problem()
+
+
+def test_the_sftp_subsystem_of_the_sshfs_server():
+    assert causes.sftp_problem((DATA / "sshd-T-sftp.txt").read_text()) == ""
+    assert causes.sftp_problem((DATA / "sshd-T-no-sftp.txt").read_text()) == (
+        "its sshd offers no sftp subsystem (sshd -T lists no Subsystem)")
+
+
+def test_the_nfs_server_side():
+    exported = "/srv/shared   \t10.0.0.0/24(sync,wdelay,hide,no_subtree_check,sec=sys,rw,secure,root_squash)\n"
+    assert causes.nfs_problem("active\n", exported, "/srv/shared") == ""
+    assert causes.nfs_problem("inactive\n", "", "/srv/shared") == (
+        "nfs-server is inactive; /srv/shared is not exported (exportfs -v lists nothing)")
