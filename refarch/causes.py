@@ -108,11 +108,14 @@ def probe_path(host, source: str, target: str, address: str, interface: str) -> 
     a blackholed one (F18), 6.4 s to an address that does not answer.
 
     Raises:
-        ValueError: ping printed no summary (it is missing on the node).
+        ValueError: ping is missing on the node, or printed no summary.
     """
     with host.sudo():
         mtu = int(host.check_output(f"cat /sys/class/net/{interface}/mtu"))
         r = host.run(f"ping -n -q -c {LOSS_PINGS} -i {LOSS_INTERVAL_S} -W 1 -I {interface} {address}")
+        if r.rc == 127:
+            raise ValueError(f"{source}: ping is not installed (Debian package iputils-ping, in the pins' "
+                             "node_packages: the common role installs it)")
         loss = parse_ping_loss(r.stdout + r.stderr)
         if loss >= 100.0:
             return PathReport(source, target, address, interface, mtu, False, 0, loss)
@@ -243,11 +246,24 @@ def clock(host) -> float:
     return float(host.check_output("date +%s.%N"))
 
 
-def login_refusal(hosts, cluster, source: str, target: str, since_epoch: float) -> str:
+#: Login shells that end every session at once (sshd accepts the key, and
+#: the login prints "This account is currently not available.").
+NO_LOGIN_SHELLS = ("/usr/sbin/nologin", "/sbin/nologin", "/bin/false", "/usr/bin/false")
+
+
+def login_refusal(hosts, cluster, source: str, target: str, since_epoch: float, user: str = "") -> str:
     """The target sshd's reason for refusing ``source``'s logins since
     ``since_epoch`` (:func:`sshd_reason` over ``hosts[target]``, the admin
-    path), or ""."""
-    return sshd_reason(hosts[target], target, cluster.contract.node(source).address, since_epoch)
+    path); when sshd names none, ``user``'s login shell on the target if
+    it admits no session (``"node2: hvd's login shell is
+    /usr/sbin/nologin"``); else ""."""
+    reason = sshd_reason(hosts[target], target, cluster.contract.node(source).address, since_epoch)
+    if reason or not user:
+        return reason
+    entry = hosts[target].run(f"getent passwd {user}").stdout.strip().split(":")
+    if len(entry) == 7 and entry[6] in NO_LOGIN_SHELLS:
+        return f"{target}: {user}'s login shell is {entry[6]}"
+    return ""
 
 
 # The share's server side --------------------------------------------------------------
@@ -296,3 +312,19 @@ def sshfs_client_state(client_host, client: str, server: str) -> str:
             return f"{client}: no sshfs process serves the mount"
         session = client_host.run(f"pgrep -af '^ssh .* {server} sftp$|^ssh .*@{server} sftp$'")
     return "" if session.rc == 0 else f"{client}'s sshfs has no SSH session to {server} (its reconnects fail)"
+
+
+def owner_problem(owners: dict[str, str], domains: dict[str, str]) -> str:
+    """One file's owner as each place sees it (``{"node2": "65534:65534
+    nobody:nogroup", "node1:/srv/shared": "2001:2001 hvd:hvd"}``, from
+    ``stat -c '%u:%g %U:%G'``) -> the mismatch in one line, naming the
+    NFSv4 idmapd domains (``nfsidmap -d`` per node) when they differ:
+    NFSv4 sends owners as user@domain, and a node of another domain maps
+    them to nobody (FAULTS.md F22).  "" when every place agrees."""
+    if len(set(owners.values())) <= 1:
+        return ""
+    text = "the owner differs: " + ", ".join(f"{where} sees {owner or '(nothing)'}" for where, owner in owners.items())
+    if len(set(domains.values())) > 1:
+        text += "; NFSv4 idmapd domains differ: " + ", ".join(
+            f"{node} {domain!r}" for node, domain in sorted(domains.items())) + " (nfsidmap -d)"
+    return text

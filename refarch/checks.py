@@ -172,6 +172,8 @@ ROOT_CAUSE_PATTERNS = (
     r"ModuleNotFoundError|ImportError|undefined symbol",
     r"No such file or directory",
     r"Horovod background loop uncaught exception|HorovodInternalError",
+    r"This account is currently not available",
+    r"ORTE was unable to reliably start one or more daemons",
 )
 #: Lines that never explain a failure: TensorFlow's start-up notices, and
 #: the launcher's own summary of a rank that failed (the symptom).

@@ -49,10 +49,12 @@ from .run import RunDir, new_run_id, orphaned_runs
 from .terraform import Terraform
 
 #: Debian packages of the VM image (the scenarios' roles find them installed:
-#: the VMs have no route to a mirror).
+#: the VMs have no route to a mirror); iputils-ping: the suite's network
+#: path check, which the storage checks ask first (the common role installs
+#: it on a cluster).
 VM_PACKAGES = ["linux-image-cloud-amd64", "systemd-sysv", "udev", "dbus", "openssh-server",
                "nfs-kernel-server", "nfs-common", "e2fsprogs", "iproute2", "chrony", "python3", "python3-apt",
-               "sudo", "acl", "initramfs-tools", "kmod", "ca-certificates"]
+               "sudo", "acl", "initramfs-tools", "kmod", "ca-certificates", "iputils-ping"]
 #: Installed with apt in the tree after debootstrap (debootstrap's own
 #: configuration order fails on cloud-init's python3-cryptography).
 LATER_PACKAGES = ["cloud-init"]

@@ -1,5 +1,7 @@
 """Cluster checks: properties of all nodes together."""
 
+import re
+
 import pytest
 
 from refarch import causes, checks
@@ -62,9 +64,10 @@ def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
                        if run_as(reachable_hosts[first], profile.training_user.name,
                                  f"ssh -o BatchMode=yes {peer} 'command -v orted'", timeout_s=30).rc != 0]
             where = f"; orted is not on the non-interactive PATH of {', '.join(lacking)}" if lacking else ""
-        elif "Permission denied" in output:
+        elif re.search(r"Permission denied|currently not available|unable to reliably start", output):
             # mpirun starts orted over SSH: the peer's sshd knows why it refused.
-            refused = [why for why in (causes.login_refusal(reachable_hosts, cluster, first, p, since[p])
+            refused = [why for why in (causes.login_refusal(reachable_hosts, cluster, first, p, since[p],
+                                                             profile.training_user.name)
                                        for p in peers) if why]
             where = "".join(f"; {why}" for why in refused)
         pytest.fail(f"mpirun from {first} failed (exit {r.rc}): {cause}{where}"

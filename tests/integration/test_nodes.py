@@ -72,7 +72,7 @@ def test_ssh_to_every_peer(node, node_name, profile, cluster, hosts):
         lines = r.stdout.strip().splitlines() or [""]
         if r.rc != 0 or lines[-1] != "REFARCH_RC=0" or lines[:1] != [peer]:
             detail = " ".join(line for line in lines if not line.startswith("REFARCH_RC")) or f"exit {r.rc}"
-            reason = causes.login_refusal(hosts, cluster, node_name, peer, since)
+            reason = causes.login_refusal(hosts, cluster, node_name, peer, since, profile.training_user.name)
             failures.append(f"{node_name} -> {peer}: {detail.strip()[-200:]}" + (f"; {reason}" if reason else ""))
     assert not failures, "SSH between nodes failed: " + "; ".join(failures)
 
@@ -126,7 +126,7 @@ def test_ssh_burst_to_every_peer(node, node_name, profile, cluster, hosts):
         single = run_as(node, profile.training_user.name,
                         f"ssh -o BatchMode=yes -o ConnectTimeout=10 {peer} true 2>&1", timeout_s=30)
         if single.rc != 0:
-            reason = causes.login_refusal(hosts, cluster, node_name, peer, since)
+            reason = causes.login_refusal(hosts, cluster, node_name, peer, since, profile.training_user.name)
             failures.append(f"{node_name} -> {peer}: a single login fails too, not a concurrency limit: "
                             f"{(single.stdout.strip().splitlines() or [f'exit {single.rc}'])[-1][:160]}"
                             + (f"; {reason}" if reason else ""))
@@ -195,10 +195,13 @@ def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts, c
         pytest.fail(f"file not written on {node_name} at {path}: " + "; ".join(dict.fromkeys(cut)))
     w = run_as(node, user, f"head -c 65536 /dev/urandom > {path} && sync && sha256sum < {path}", timeout_s=30)
     if w.rc != 0:
-        pytest.fail(f"{node_name}: training user {user} cannot write {path}: {w.stderr.strip()}"
+        # The last line is the shell's error (sudo may warn before it).
+        pytest.fail(f"{node_name}: training user {user} cannot write {path}: "
+                    f"{(w.stderr.strip().splitlines() or [f'exit {w.rc}'])[-1]}"
                     + _share_causes(cluster, hosts, profile, node_name))
     digest = w.stdout.split()[0]
     failures = []
+    owners = {node_name: _owner(node, user, path)}
     for peer, host in hosts.items():
         if peer == node_name:
             continue
@@ -206,8 +209,30 @@ def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts, c
         if r.rc != 0 or r.stdout.split()[:1] != [digest]:
             failures.append(f"{peer} reads other bytes (exit {r.rc}: {(r.stderr or r.stdout).strip()[:80]})"
                             + _share_causes(cluster, hosts, profile, peer))
+        else:
+            owners[peer] = _owner(host, user, path)
+    server = cluster.contract.shared_storage["server"]
+    if server in hosts:
+        exported = f"{profile.shared_storage.export}/.refarch-check-{node_name}"
+        with hosts[server].sudo():
+            owners[f"{server}:{profile.shared_storage.export}"] = hosts[server].run(
+                f"stat -c '%u:%g %U:%G' {exported}").stdout.strip()
     run_as(node, user, f"rm -f {path}", timeout_s=30)
+    if not failures and len(set(owners.values())) > 1:
+        # NFSv4 sends owners as names: nodes in other idmapd domains map
+        # them to nobody (FAULTS.md F22).
+        domains = {}
+        if profile.shared_storage.type == "nfs":
+            for name, host in hosts.items():
+                with host.sudo():
+                    domains[name] = host.run("nfsidmap -d").stdout.strip()
+        failures.append(causes.owner_problem(owners, domains))
     assert not failures, f"file written on {node_name} at {path}: " + "; ".join(failures)
+
+
+def _owner(host, user: str, path: str) -> str:
+    """``"2001:2001 hvd:hvd"``: uid:gid and names of ``path`` as ``user`` sees it."""
+    return run_as(host, user, f"stat -c '%u:%g %U:%G' {path}", timeout_s=30).stdout.strip()
 
 
 def test_shared_storage_root_squashed(node, node_name, profile):

@@ -109,3 +109,44 @@ def test_the_nfs_server_side():
     assert causes.nfs_problem("active\n", exported, "/srv/shared") == ""
     assert causes.nfs_problem("inactive\n", "", "/srv/shared") == (
         "nfs-server is inactive; /srv/shared is not exported (exportfs -v lists nothing)")
+
+
+def test_owner_mismatch_names_both_idmapd_domains():
+    same = {"node1": "2001:2001 hvd:hvd", "node2": "2001:2001 hvd:hvd", "node1:/srv/shared": "2001:2001 hvd:hvd"}
+    assert causes.owner_problem(same, {"node1": "localdomain", "node2": "localdomain"}) == ""
+    owners = {**same, "node2": "65534:65534 nobody:nogroup"}
+    assert causes.owner_problem(owners, {"node1": "localdomain", "node2": "other.example"}) == (
+        "the owner differs: node1 sees 2001:2001 hvd:hvd, node2 sees 65534:65534 nobody:nogroup, "
+        "node1:/srv/shared sees 2001:2001 hvd:hvd; NFSv4 idmapd domains differ: node1 'localdomain', "
+        "node2 'other.example' (nfsidmap -d)")
+    assert "idmapd" not in causes.owner_problem(owners, {})
+
+
+class JournalNode:
+    """A testinfra-like target: its sshd journal since any time is
+    ``record`` (tests/unit/data/causes), and ``getent passwd`` gives ``shell``."""
+
+    def __init__(self, record, shell="/bin/bash"):
+        self.record, self.shell = record, shell
+
+    def sudo(self):
+        from contextlib import nullcontext
+        return nullcontext()
+
+    def run(self, command):
+        if command.startswith("journalctl -t sshd"):
+            return SimpleNamespace(rc=0, stdout=(DATA / f"{self.record}.json").read_text(), stderr="")
+        assert command == "getent passwd hvd"
+        return SimpleNamespace(rc=0, stdout=f"hvd:x:2001:2001::/home/hvd:{self.shell}\n", stderr="")
+
+
+def test_login_refusal_quotes_sshd_then_the_login_shell():
+    contract = SimpleNamespace(node=lambda name: SimpleNamespace(address={"node1": NODE1}[name]))
+    cluster = SimpleNamespace(contract=contract)
+    refused = {"node2": JournalNode("strictmodes")}
+    assert causes.login_refusal(refused, cluster, "node1", "node2", 0, "hvd") == (
+        "node2's sshd: Authentication refused: bad ownership or modes for directory /home/hvd")
+    nologin = {"node2": JournalNode("healthy", shell="/usr/sbin/nologin")}
+    assert causes.login_refusal(nologin, cluster, "node1", "node2", 0, "hvd") == (
+        "node2: hvd's login shell is /usr/sbin/nologin")
+    assert causes.login_refusal({"node2": JournalNode("healthy")}, cluster, "node1", "node2", 0, "hvd") == ""

@@ -35,18 +35,92 @@ def test_the_volume_is_under_the_export(vm_hosts):
         "expected the volume /dev/vdb (ext4)")
 
 
-def test_the_suites_storage_checks_pass_against_the_vms(vm_run, tmp_path):
-    """tests/integration's storage checks (mount type and options, usable,
-    write on one node and read the same bytes on the other, root squashed)
-    in existing-hosts mode with the OpenStack profile's expectations."""
-    junit = tmp_path / "storage.xml"
+def storage_checks(vm_run, junit) -> tuple[bool, str, list[str]]:
+    """tests/integration's storage checks against the VMs in existing-hosts
+    mode with the OpenStack profile's expectations: (all passed and none
+    skipped, pytest's output, its FAILED/ERROR lines with their messages)."""
     r = subprocess.run([sys.executable, "-m", "pytest", "tests/integration/test_nodes.py", "--existing-hosts",
                         str(vm_run.path / "inventory.yml"), "--profile", "openstack-v100", "-k", "test_shared_storage",
                         "-p", "no:cacheprovider", "-q", "-rfEs", f"--junitxml={junit}"],
                        cwd=ROOT, capture_output=True, text=True, timeout=900)
-    failed = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
-    assert r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout.splitlines()[-1], (
-        "the suite's storage checks against the VMs: " + ("; ".join(failed) or r.stdout[-1500:]))
+    failed = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR", "E   "))]
+    passed = r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout.splitlines()[-1]
+    return passed, r.stdout, failed
+
+
+def test_the_suites_storage_checks_pass_against_the_vms(vm_run, tmp_path):
+    """tests/integration's storage checks (mount type and options, usable,
+    write on one node and read the same bytes and owner on the other and
+    on the server, root squashed) pass against the VMs."""
+    passed, out, failed = storage_checks(vm_run, tmp_path / "storage.xml")
+    assert passed, "the suite's storage checks against the VMs: " + ("; ".join(failed) or out[-1500:])
+
+
+def test_a_lost_export_is_named_from_the_server(vm_hosts, vm_run, tmp_path):
+    """F20 on NFS: the server stops exporting the share (``exportfs -ua``,
+    as a failed export file or an nfs-server restart without it leaves it);
+    the suite's storage checks fail naming the server's side, not only the
+    client's error, and pass again after ``exportfs -ra``."""
+    server = vm_hosts["node1"]
+    with server.sudo():
+        server.check_output("exportfs -ua")
+        try:
+            passed, out, failed = storage_checks(vm_run, tmp_path / "unexported.xml")
+        finally:
+            server.check_output("exportfs -ra")
+    text = "\n".join(failed)
+    print(text)  # the messages as printed (pytest -rP)
+    assert not passed, f"the storage checks passed with the export gone: {out[-800:]}"
+    assert f"node1 (the share's server): {EXPORT} is not exported (exportfs -v lists nothing)" in text, (
+        f"no failure names the server's side: {text[-1500:] or out[-1500:]}")
+    passed, out, failed = storage_checks(vm_run, tmp_path / "exported-again.xml")
+    assert passed, "after exportfs -ra the storage checks still fail: " + ("; ".join(failed) or out[-1500:])
+
+
+#: F22: node2's NFSv4 identity mapping in another domain, names sent as
+#: user@domain both ways (idmapping on at client and server: what Kerberos
+#: or a site's setting turns on; with AUTH_SYS and Debian's defaults the
+#: owners travel as numbers and the domains do not matter).
+IDMAP_ON = ("echo N > /sys/module/nfs/parameters/nfs4_disable_idmapping && "
+            "echo N > /sys/module/nfsd/parameters/nfs4_disable_idmapping 2>/dev/null; nfsidmap -c; true")
+IDMAP_OFF = ("echo Y > /sys/module/nfs/parameters/nfs4_disable_idmapping && "
+             "echo Y > /sys/module/nfsd/parameters/nfs4_disable_idmapping 2>/dev/null; nfsidmap -c; true")
+REMOUNT = f"umount {MOUNT} && mount {MOUNT}"
+
+
+def test_an_idmapd_domain_mismatch_names_both_domains(vm_hosts, vm_run, tmp_path):
+    """F22: with node2's idmapd Domain other than node1's, the training
+    user's file on the share is owned by nobody on one side: the suite's
+    write-and-read check fails naming the owner each place sees and both
+    domains (nfsidmap -d); after the revert the owners agree again."""
+    server, client = vm_hosts["node1"], vm_hosts["node2"]
+    with client.sudo():
+        client.check_output("cp -p /etc/idmapd.conf /root/idmapd.conf.refarch && "
+                            "sed -i -e '/^Domain/d' -e 's/^\\[General\\]$/[General]\\nDomain = other.example/' "
+                            "/etc/idmapd.conf")
+    try:
+        for host in (server, client):
+            with host.sudo():
+                host.check_output(IDMAP_ON + " && " + REMOUNT)
+        with client.sudo():
+            domain = client.check_output("nfsidmap -d")
+        with server.sudo():
+            server_domain = server.check_output("nfsidmap -d")
+        passed, out, failed = storage_checks(vm_run, tmp_path / "idmap.xml")
+    finally:
+        with client.sudo():
+            client.run("mv -f /root/idmapd.conf.refarch /etc/idmapd.conf")
+        for host in (server, client):
+            with host.sudo():
+                host.run(IDMAP_OFF + " && " + REMOUNT)
+    text = "\n".join(failed)
+    print(text)  # the messages as printed (pytest -rP)
+    assert domain == "other.example", f"node2: nfsidmap -d says {domain!r} after the injection"
+    assert not passed, f"the storage checks passed with idmapd domains {server_domain!r} and {domain!r}: {out[-800:]}"
+    assert (f"NFSv4 idmapd domains differ: node1 {server_domain!r}, node2 'other.example' (nfsidmap -d)" in text
+            and "nobody" in text), f"no failure names both domains: {text[-1500:] or out[-1500:]}"
+    passed, out, failed = storage_checks(vm_run, tmp_path / "idmap-reverted.xml")
+    assert passed, "after the revert the storage checks still fail: " + ("; ".join(failed) or out[-1500:])
 
 
 def test_a_hard_mount_rides_out_a_server_restart(vm_hosts):
