@@ -5,6 +5,8 @@
 #                    the lint, policy and unit jobs) and the report in Chromium
 #   teardown         interrupts at each phase, SIGKILL then the next run's sweep
 #   concurrency      two main jobs at once, a second checkout beside them
+#   byhand           the README's "Deploy the architecture yourself" lines on
+#                    the local cloud, from a folder outside the repository
 #   molecule         every role on its own, the VM scenarios on a real kernel
 #   faults:checks    the fault cases judged by checks alone, on their cluster
 #   faults:figures   the main job's checks, smoke job and properties, then the
@@ -43,7 +45,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+concurrency+molecule+faults:checks faults:figures report configurability}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+concurrency,byhand+molecule+faults:checks faults:figures report configurability}"
 EXTRA=("$@")
 
 interrupted=""
@@ -124,7 +126,8 @@ if [ "$rc" -eq 0 ]; then
     # lanes (or the teardown proof that runs plain `tox -e faults`) never make
     # one environment at the same time.
     read -r -a entries <<<"${GROUPS_[*]//[+,]/ }"
-    envs=$(for e in "${entries[@]}"; do tox_env "$e"; done | awk '!seen[$0]++' | paste -sd, -)
+    # integration too: ci/refarch (the byhand lines call it) makes it on first use.
+    envs=$(for e in "${entries[@]}" integration; do tox_env "$e"; done | awk '!seen[$0]++' | paste -sd, -)
     ci/tox -q -e "$envs" --notest >/dev/null || echo "ci/test.sh: making the tox environments $envs failed" >&2
     for group in "${GROUPS_[@]}"; do
         [ -z "$interrupted" ] || break

@@ -19,6 +19,7 @@ over the cluster's node names (test ids ``test_x[node1]``).  Without
 from __future__ import annotations
 
 import getpass
+import glob
 import os
 import re
 import shlex
@@ -249,7 +250,11 @@ def cluster(run_state: RunState, record_testsuite_property, request):
     record_testsuite_property("profile", run_state.profile_name)
     state = run_state
     if state.existing is not None:
-        yield SimpleNamespace(contract=state.existing, rundir=None)
+        # What the checks ask of a cluster: its contract, and the profile's
+        # extra CA certificates as this machine has them (as Cluster.ca_files).
+        profile = state.profile
+        yield SimpleNamespace(contract=state.existing, rundir=None,
+                              ca_files=lambda: [f for g in profile.extra_ca_certificates for f in sorted(glob.glob(g))])
         return
     config = request.config
 

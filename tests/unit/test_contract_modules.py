@@ -30,9 +30,30 @@ def blocks(module: str, filename: str, kind: str) -> dict:
     return merged
 
 
+def _locals(module: str) -> dict:
+    merged = {}
+    for path in sorted((TERRAFORM_DIR / module).glob("*.tf")):
+        with open(path, encoding="utf-8") as fh:
+            for block in hcl2.load(fh).get("locals", []):
+                merged.update({k: _one(v) for k, v in block.items()})
+    return merged
+
+
+def _resolved(value, names: dict):
+    """An output's value with a whole-value `local.NAME` reference replaced
+    by that local's value (python-hcl2 reads it as the string "${local.NAME}")."""
+    match = re.fullmatch(r"\$\{local\.(\w+)\}", value) if isinstance(value, str) else None
+    return names[match.group(1)] if match else value
+
+
 @pytest.fixture(scope="module")
 def outputs():
-    return {m: blocks(m, "outputs.tf", "output") for m in MODULES}
+    found = {}
+    for m in MODULES:
+        names = _locals(m)
+        found[m] = {name: {**body, "value": _resolved(body.get("value"), names)}
+                    for name, body in blocks(m, "outputs.tf", "output").items()}
+    return found
 
 
 def test_same_output_names(outputs):

@@ -53,13 +53,7 @@ output "ssh_bastion" {
 
 output "shared_storage" {
   description = "Shared storage: {server, server_address, export, mount_point, type}."
-  value = {
-    server         = local.nodes[0].hostname
-    server_address = local.nodes[0].address
-    export         = var.shared_storage.export
-    mount_point    = var.shared_storage.mount_point
-    type           = "sshfs"
-  }
+  value       = local.contract_shared_storage
 }
 
 output "network_policy" {
@@ -69,4 +63,48 @@ output "network_policy" {
     allowed     = ["tcp/22"]
     table       = terraform_data.network_policy.output.table
   }
+}
+
+locals {
+  contract_shared_storage = {
+    server         = local.nodes[0].hostname
+    server_address = local.nodes[0].address
+    export         = var.shared_storage.export
+    mount_point    = var.shared_storage.mount_point
+    type           = "sshfs"
+  }
+}
+
+output "ansible_inventory" {
+  description = "Ansible inventory (YAML) for descriptors/ansible/site.yml, as the suite writes it from the outputs above: group cluster (every node), group storage_server, the admin connection with strict host key checking, the cluster contract the roles read. Deploying by hand: terraform output -raw ansible_inventory > inventory.yml."
+  value = yamlencode({
+    all = {
+      vars = {
+        ansible_user                 = "debian"
+        ansible_ssh_private_key_file = var.ssh_private_key_file
+        ansible_ssh_common_args      = "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${var.ssh_known_hosts_file}"
+        ansible_python_interpreter   = "/usr/bin/python3"
+        ca_certificates_files        = var.extra_ca_certificates
+        cluster_ssh_key_dir          = "${abspath(path.root)}/cluster-key"
+        horovod_wheelhouse_src       = var.horovod_wheelhouse
+        cluster_contract = {
+          run_id         = var.run_id
+          cloud          = "local"
+          cluster_cidr   = var.subnet_cidr
+          shared_storage = local.contract_shared_storage
+        }
+      }
+      children = {
+        cluster = {
+          hosts = {
+            for n in terraform_data.node : n.output.hostname => {
+              ansible_host = n.output.address
+              node_roles   = local.nodes[index(local.nodes[*].hostname, n.output.hostname)].roles
+            }
+          }
+        }
+        storage_server = { hosts = { (local.nodes[0].hostname) = {} } }
+      }
+    }
+  })
 }

@@ -111,3 +111,23 @@ variable "admin_cidrs" {
     error_message = "admin_cidrs must be IPv4 CIDRs, none of them the whole internet."
   }
 }
+
+variable "horovod_wheelhouse" {
+  description = "Folder on this host with the Horovod wheel built for the node image (the suite's wheelhouse cache); empty: the horovod role builds it on the nodes. Read only by the ansible_inventory output."
+  type        = string
+  default     = ""
+  validation {
+    condition     = var.horovod_wheelhouse == "" || startswith(var.horovod_wheelhouse, "/")
+    error_message = "horovod_wheelhouse must be an absolute path, or empty."
+  }
+}
+
+variable "extra_ca_certificates" {
+  description = "CA certificate files on this host that the nodes must trust besides Debian's (a TLS-intercepting proxy on the way to package registries); the ca_certificates role installs them. Read only by the ansible_inventory output."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for f in var.extra_ca_certificates : can(regex("\\.(crt|pem)$", f))])
+    error_message = "extra_ca_certificates must be PEM files named *.crt or *.pem (update-ca-certificates reads only *.crt)."
+  }
+}

@@ -56,7 +56,20 @@ output "ssh_bastion" {
 
 output "shared_storage" {
   description = "Shared storage: {server, server_address, export, mount_point, type}, plus the volume's device."
+  value       = local.contract_shared_storage
+}
+
+output "network_policy" {
+  description = "What may reach the nodes from outside the cluster: SSH (tcp/22) from admin_cidrs; the security group that enforces it."
   value = {
+    admin_cidrs    = [var.admin_cidr]
+    allowed        = ["tcp/22"]
+    security_group = openstack_networking_secgroup_v2.cluster.name
+  }
+}
+
+locals {
+  contract_shared_storage = {
     server         = local.nodes[0].hostname
     server_address = local.nodes[0].address
     export         = var.shared_storage.export
@@ -67,11 +80,39 @@ output "shared_storage" {
   }
 }
 
-output "network_policy" {
-  description = "What may reach the nodes from outside the cluster: SSH (tcp/22) from admin_cidrs; the security group that enforces it."
-  value = {
-    admin_cidrs    = [var.admin_cidr]
-    allowed        = ["tcp/22"]
-    security_group = openstack_networking_secgroup_v2.cluster.name
-  }
+output "ansible_inventory" {
+  description = "Ansible inventory (YAML) for descriptors/ansible/site.yml, as the suite writes it from the outputs above: group cluster (every node), group storage_server, the admin connection through the bastion with strict host key checking, the cluster contract the roles read. Deploying by hand: terraform output -raw ansible_inventory > inventory.yml."
+  value = yamlencode({
+    all = {
+      vars = {
+        ansible_user                 = var.ssh_user
+        ansible_ssh_private_key_file = var.ssh_private_key_file
+        ansible_ssh_common_args = join(" ", [
+          "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${local_file.known_hosts.filename}",
+          "-o ProxyJump=${var.ssh_user}@${openstack_networking_floatingip_v2.bastion.address}",
+        ])
+        ansible_python_interpreter = "/usr/bin/python3"
+        ca_certificates_files      = var.extra_ca_certificates
+        cluster_ssh_key_dir        = "${abspath(path.root)}/cluster-key"
+        gpu_expected_count         = var.gpus_per_node
+        cluster_contract = {
+          run_id         = var.run_id
+          cloud          = "openstack"
+          cluster_cidr   = openstack_networking_subnet_v2.cluster.cidr
+          shared_storage = local.contract_shared_storage
+        }
+      }
+      children = {
+        cluster = {
+          hosts = {
+            for i, n in local.nodes : n.hostname => {
+              ansible_host = openstack_networking_port_v2.node[i].all_fixed_ips[0]
+              node_roles   = n.roles
+            }
+          }
+        }
+        storage_server = { hosts = { (local.nodes[0].hostname) = {} } }
+      }
+    }
+  })
 }

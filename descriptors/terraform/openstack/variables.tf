@@ -142,3 +142,23 @@ variable "availability_zone" {
   type        = string
   default     = null
 }
+
+variable "gpus_per_node" {
+  description = "GPUs of the flavor (0: a CPU flavor); the gpu role installs the NVIDIA stack where it is above 0. Read only by the ansible_inventory output."
+  type        = number
+  default     = 0
+  validation {
+    condition     = var.gpus_per_node >= 0 && var.gpus_per_node <= 16
+    error_message = "gpus_per_node must be 0-16."
+  }
+}
+
+variable "extra_ca_certificates" {
+  description = "CA certificate files on this host that the nodes must trust besides Debian's (a TLS-intercepting proxy on the way to package registries); the ca_certificates role installs them. Read only by the ansible_inventory output."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for f in var.extra_ca_certificates : can(regex("\\.(crt|pem)$", f))])
+    error_message = "extra_ca_certificates must be PEM files named *.crt or *.pem (update-ca-certificates reads only *.crt)."
+  }
+}
