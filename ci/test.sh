@@ -7,6 +7,8 @@
 #   concurrency      two main jobs at once, a second checkout beside them
 #   byhand           the README's "Deploy the architecture yourself" lines on
 #                    the local cloud, from a folder outside the repository
+#   toolset          the toolset image built (cached by its inputs' hash),
+#                    the lint, policy and unit stages inside it
 #   molecule         every role on its own, the VM scenarios on a real kernel
 #   faults:checks    the fault cases judged by checks alone, on their cluster
 #   faults:figures   the main job's checks, smoke job and properties, then the
@@ -45,7 +47,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 # REFARCH_CI_ENVS="faults report" runs only those (same timings file).
-read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+concurrency,byhand+molecule+faults:checks faults:figures report configurability}"
+read -r -a GROUPS_ <<<"${REFARCH_CI_ENVS:-fresh,teardown+concurrency,byhand,toolset+molecule+faults:checks faults:figures report configurability}"
 EXTRA=("$@")
 
 interrupted=""

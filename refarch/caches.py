@@ -2,7 +2,8 @@
 ``localhost/refarch-node:<hash>``, about 300 MB each) and wheelhouses
 (``<cache>/wheelhouse/<key>``, about 600 MB each), one per pin set, and
 the VM images of the VM scenarios (``<cache>/vm-image/<key>``, about
-1 GB each).
+1 GB each), and the toolset images (``localhost/refarch-toolset:<version>-<hash>``,
+1.8 GB each of which all but the suite's last layers is shared between tags).
 
 :func:`entries` lists them (size, date, whether the current pins use it);
 :func:`prune` removes all but the current one and the ``keep`` most recent
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import proc
+from .errors import RefarchError
 from .image import IMAGE_REPO, image_tag
 from .paths import cache_dir, cache_lock
 from .wheelhouse import wheelhouse_key
@@ -47,11 +49,18 @@ def entries() -> list[Entry]:
     out = []
     images = json.loads(proc.run(["podman", "images", "--format", "json"], timeout=60).stdout or "[]")
     current_tag = image_tag()
+    from .toolset import TOOLSET_REPO, toolset_tag
+
+    try:
+        current_toolset = toolset_tag()
+    except RefarchError:  # no fit terraform here: no toolset tag is current
+        current_toolset = ""
     for img in images:
         for name in img.get("Names") or []:
-            if name.startswith(IMAGE_REPO + ":"):
-                out.append(Entry("image", name, int(img.get("Size", 0)), float(img.get("Created", 0)),
-                                 name == current_tag))
+            for kind, repo, current in (("image", IMAGE_REPO, current_tag), ("toolset", TOOLSET_REPO, current_toolset)):
+                if name.startswith(repo + ":"):
+                    out.append(Entry(kind, name, int(img.get("Size", 0)), float(img.get("Created", 0)),
+                                     name == current))
     root = cache_dir() / "wheelhouse"
     key = wheelhouse_key()
     for path in sorted(root.glob("*")) if root.is_dir() else []:
@@ -80,7 +89,7 @@ def prune(keep: int = 1, dry_run: bool = False) -> tuple[list[Entry], list[str]]
             if dry_run:
                 removed.append(e)
                 continue
-            if kind == "image":
+            if kind in ("image", "toolset"):
                 r = proc.run(["podman", "rmi", e.name], timeout=120, check=False)
                 if r.returncode != 0:
                     problems.append(f"{e.name}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")

@@ -15,6 +15,9 @@ skippable stages and Molecule's steps), plus the sweep.
   refarch gate VERSION                     may VERSION be released (policy + records)
   refarch mr-note RUN_DIR                  post the run's summary on the merge request
   refarch roles [-s NAME]                  Molecule scenario of every role (or NAME)
+  refarch toolset build [--force] | tag    the toolset image (podman): every tool of the
+                                           cluster-free stages; prints its tag
+  refarch toolset stage ENV [-- ARGS]      tox.ini's commands of ENV with the tools on PATH
 
 The default full job (deploy, configure, check, smoke, destroy) is
 ``pytest tests/integration --profile local`` (``tox -e integration``).
@@ -213,6 +216,25 @@ def _report(args) -> int:
     if not results.is_file():
         raise RefarchError(f"report: run {args.run_id} has no results.json (see `refarch list`)")
     print(report.render(results))
+    return 0
+
+
+def _toolset(args) -> int:
+    from . import toolset
+    from .paths import cache_dir
+
+    if args.action == "stage":
+        return toolset.run_stage(args.env, args.posargs[1:] if args.posargs[:1] == ["--"] else args.posargs)
+    if args.action == "tag":
+        print(toolset.toolset_tag())
+        return 0
+    toolset.require_podman()
+    log = cache_dir() / "toolset" / "build.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"refarch: toolset image: building unless cached (log: {log})", file=sys.stderr, flush=True)
+    tag, built = toolset.ensure_toolset(log, force=args.force)
+    print(f"refarch: toolset image {'built' if built else 'cached'}: {tag}", file=sys.stderr, flush=True)
+    print(tag)
     return 0
 
 
@@ -519,6 +541,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run every scenario, also those that passed here within 24 h with the same inputs "
                          "(REFARCH_ROLES_REUSE=0)")
     ro.set_defaults(func=_roles)
+    ts = sub.add_parser("toolset", help="the toolset image (podman): build it, print its tag, or run a tox stage "
+                                        "with its tools",
+                        description="the toolset image: a Debian root made by debootstrap with the host commands, "
+                                    "the locked Python dependencies, the Ansible collections, terraform and this "
+                                    "suite, for the cluster-free stages and deploying by hand")
+    tsub = ts.add_subparsers(dest="action", required=True)
+    tb = tsub.add_parser("build", help="build the image unless its tag exists; print the tag",
+                         description="build localhost/refarch-toolset:<version>-<inputs hash> with podman unless "
+                                     "it exists; print the tag (the build's log: <cache>/toolset/build.log)")
+    tb.add_argument("--force", action="store_true", help="build again even when the tag exists (no layer cache)")
+    tb.set_defaults(func=_toolset)
+    tsub.add_parser("tag", help="print the tag of the current inputs without building",
+                    description="print localhost/refarch-toolset:<version>-<inputs hash> without building"
+                    ).set_defaults(func=_toolset)
+    tst = tsub.add_parser("stage", help="run tox.ini's commands of a stage with the tools on PATH (in the image)",
+                          description="tox.ini's commands of ENV (lint, policy, unit, gate) run in the checkout "
+                                      "with the tools on PATH, without tox: what a job in the toolset image runs")
+    tst.add_argument("env", help="a tox environment: lint, policy, unit, gate")
+    tst.add_argument("posargs", nargs=argparse.REMAINDER, help="its {posargs}, after --")
+    tst.set_defaults(func=_toolset)
     m = sub.add_parser("mr-note", help="post a run's summary as a note on the GitLab merge request",
                        description="Markdown summary (verdict, properties, report link) posted with python-gitlab "
                                    "when a token (REFARCH_GITLAB_TOKEN) and a merge request (CI_MERGE_REQUEST_IID) "

@@ -1,22 +1,31 @@
 """The GitLab pipeline proven by running it: gitlab-ci-local lists the jobs
 of each kind of pipeline (merge request, default branch, version tag,
 schedule) in a copy of the checkout, and runs the lint, policy and unit
-jobs in its shell executor (``tox -e pipeline``, run by ci/test.sh)."""
+jobs in its shell executor (``tox -e pipeline``, run by ci/test.sh).  The
+jobs that need no local cloud run in the toolset image (refarch/toolset.py)
+and bootstrap nothing; in the shell executor the bin folders of tox's unit,
+lint and policy environments stand in for the image's tools."""
 
 import os
 import shutil
+import subprocess
 
 import pytest
 import yaml
 
 from refarch import pipeline
+from refarch.paths import ROOT
 
 pytestmark = pytest.mark.skipif(not shutil.which("git") or not pipeline.GITLAB_CI_LOCAL.exists(),
                                 reason="needs git and gitlab-ci-local (tox -e pipeline installs it with npm)")
 
 MR = {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7"}
 CLOUD = {"REFARCH_CLOUDS_YAML": "/builds/clouds.yaml"}
-ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success"}
+ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success", "toolset-image": "manual"}
+#: Jobs that run in the toolset image ($REFARCH_TOOLSET_IMAGE) and bootstrap nothing.
+TOOLSET_JOBS = ("lint", "policy", "unit", "gate", "integration-openstack")
+#: tox environments whose bin folders stand in for the image's tools (the first one's python and pytest).
+TOOL_ENVS = ("unit", "lint", "policy")
 ROLE_JOBS = {f"role-{r}": "on_success" for r in ("common", "ca-certificates", "ssh-hardening", "time-sync", "gpu",
                                                  "cluster-ssh", "shared-storage", "openmpi", "horovod", "nfs")}
 
@@ -39,6 +48,9 @@ SCENARIOS = {
     "merge request changing the pipeline": (MR, [".gitlab-ci.yml"], {
         **ALWAYS, "pipeline": "on_success", "integration-local": "manual", "availability-local": "manual",
         "configurability-local": "manual", "lifecycle-local": "manual"}),
+    "merge request changing a lock file": (MR, ["ci/toolset/requirements.txt"], {
+        **ALWAYS, "toolset-image": "on_success", "pipeline": "on_success", "integration-local": "manual",
+        "availability-local": "manual", "configurability-local": "manual", "lifecycle-local": "on_success"}),
     "merge request changing only the README": (MR, ["README.md"], {
         **ALWAYS, "integration-local": "manual", "availability-local": "manual", "configurability-local": "manual",
         "lifecycle-local": "manual"}),
@@ -49,7 +61,7 @@ SCENARIOS = {
     "version tag, with a cloud": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD}, [], {
         **ALWAYS, "pipeline": "on_success", "integration-local": "manual", "availability-local": "manual",
         "configurability-local": "manual", "lifecycle-local": "manual", "integration-openstack": "on_success",
-        "compare-local": "on_success", "gate": "on_success", "release": "on_success"}),
+        "compare-local": "on_success", "gate": "on_success", "release": "on_success", "toolset-image": "on_success"}),
     "schedule, with a cloud": ({"CI_PIPELINE_SOURCE": "schedule", **CLOUD}, [], {
         **ALWAYS, **ROLE_JOBS, "pipeline": "on_success", "availability-local": "on_success",
         "configurability-local": "on_success", "compare-local": "on_success", "janitor": "on_success"}),
@@ -97,8 +109,8 @@ def test_the_pipeline_has_the_promised_shape(repo):
     listing = pipeline.list_jobs(repo, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD})
     assert listing["release"]["needs"][0]["job"] == "gate" and listing["release"]["stage"] == "release"
     assert data["integration-openstack"]["resource_group"]
-    deploying = [name for name, job in data.items() if isinstance(job, dict) and job.get("extends") in
-                 (".deploys", ".local-cloud")]
+    deploying = [name for name, job in data.items() if isinstance(job, dict) and
+                 {".deploys", ".local-cloud"} & set(extends(job))]
     assert set(deploying) >= {"integration-local", "integration-openstack", "availability-local",
                               "configurability-local", "lifecycle-local"}
     assert "molecule destroy -s $ROLE" in "\n".join(data[".role"]["after_script"])
@@ -111,9 +123,89 @@ def test_the_pipeline_has_the_promised_shape(repo):
         assert "refarch sweep --unfinished" in after, f"{name}: no teardown in after_script"
 
 
-@pytest.mark.skipif(os.environ.get("REFARCH_PIPELINE_RUN_JOBS", "1") == "0", reason="REFARCH_PIPELINE_RUN_JOBS=0")
-def test_lint_policy_and_unit_jobs_pass_in_the_shell_executor(repo):
+def extends(job: dict) -> list[str]:
+    value = job.get("extends", [])
+    return [value] if isinstance(value, str) else list(value)
+
+
+def resolved(data: dict, name: str) -> dict:
+    """Job ``name`` with its ``extends`` merged in as GitLab does: in order,
+    later ones and the job itself win; mappings merge key by key, anything
+    else (scripts, lists) is replaced."""
+    def merge(base: dict, over: dict) -> dict:
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+                else value
+        return out
+
+    job: dict = {}
+    for parent in extends(data[name]):
+        job = merge(job, resolved(data, parent))
+    return merge(job, {k: v for k, v in data[name].items() if k != "extends"})
+
+
+def commands(job: dict) -> str:
+    return "\n".join([*job.get("before_script", []), *job.get("script", []), *job.get("after_script", [])])
+
+
+def test_the_jobs_without_a_local_cloud_run_in_the_toolset_image_and_bootstrap_nothing(repo):
     pipeline.reset(repo)
+    data = yaml.safe_load((repo / ".gitlab-ci.yml").read_text())
+    version = (repo / "descriptors" / "VERSION").read_text().strip()
+    assert data["variables"]["REFARCH_TOOLSET_IMAGE"] == f"$CI_REGISTRY_IMAGE/toolset:{version}", \
+        "the toolset image's default tag is not the architecture version"
+    for name in TOOLSET_JOBS:
+        job = resolved(data, name)
+        assert job.get("image") == "$REFARCH_TOOLSET_IMAGE", f"{name}: not in the toolset image"
+        run = commands(job)
+        assert "bootstrap" not in run and ".venv/" not in run and "ci/tox" not in run, f"{name} bootstraps: {run}"
+        assert "python -m refarch toolset stage" in "\n".join(job["script"]), f"{name}: not a tox.ini stage"
+        assert not job.get("cache"), f"{name}: caches a virtualenv it does not need"
+    others = [name for name, job in data.items() if isinstance(job, dict) and "stage" in job
+              and name not in TOOLSET_JOBS]
+    assert others and all(resolved(data, n).get("image") != "$REFARCH_TOOLSET_IMAGE" for n in others)
+    assert all("ci/bootstrap.sh" in commands(resolved(data, n)) for n in others if ".tox" in
+               resolved_extends(data, n)), "a job outside the toolset image lost its bootstrap"
+    listing = pipeline.list_jobs(repo, {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD})
+    assert set(TOOLSET_JOBS) <= set(pipeline.pipeline(listing))
+
+
+def resolved_extends(data: dict, name: str) -> set[str]:
+    """Every template ``name`` extends, directly or not."""
+    out = set()
+    for parent in extends(data[name]):
+        out |= {parent} | resolved_extends(data, parent)
+    return out
+
+
+@pytest.fixture(scope="module")
+def toolset_path():
+    """PATH standing in for the toolset image's: the bin folders of tox's
+    unit, lint and policy environments (made with ``--notest`` when one is
+    missing), before this machine's own."""
+    env = pipeline.clean_env()
+    if not all((ROOT / ".tox" / e / "bin" / "python").exists() for e in TOOL_ENVS):
+        subprocess.run([str(ROOT / ".venv" / "bin" / "tox"), "-q", "-e", ",".join(TOOL_ENVS), "--notest"],
+                       cwd=ROOT, env=env, check=True, timeout=1800)
+    return os.pathsep.join([*(str(ROOT / ".tox" / e / "bin") for e in TOOL_ENVS), env.get("PATH", "")])
+
+
+@pytest.mark.skipif(os.environ.get("REFARCH_PIPELINE_RUN_JOBS", "1") == "0", reason="REFARCH_PIPELINE_RUN_JOBS=0")
+def test_lint_policy_and_unit_jobs_pass_in_the_shell_executor(repo, toolset_path, monkeypatch):
+    pipeline.reset(repo)
+    # The shell executor runs jobs without an image: the toolset's gives way
+    # to a before_script that puts the stand-in tools first on PATH, as the
+    # image's ENV PATH does (the executor's bash reads ~/.bashrc, which may
+    # put other Pythons first).
+    ci = repo / ".gitlab-ci.yml"
+    text = ci.read_text()
+    template = ".toolset:\n  image: $REFARCH_TOOLSET_IMAGE\n  before_script: []\n"
+    assert template in text
+    path_file = repo.parent / "toolset-path"  # yamllint keeps the job's line short
+    path_file.write_text(toolset_path, encoding="utf-8")
+    ci.write_text(text.replace(template, f".toolset:\n  before_script:\n    - export PATH=\"$(cat {path_file})\"\n"))
+    monkeypatch.setenv("PATH", toolset_path)
     pip_cache = os.environ.get("PIP_CACHE_DIR") or os.path.expanduser("~/.cache/pip")
     r = pipeline.run_jobs(repo, ["lint", "policy", "unit"], {"PIP_CACHE_DIR": pip_cache})
     output = r.stdout + r.stderr

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import caches
+from refarch import caches, toolset
 
 
 @pytest.fixture
@@ -18,6 +18,9 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setattr(caches, "wheelhouse_key", lambda: "curkey")
     images = [{"Names": [f"localhost/refarch-node:{t}"], "Size": 293_000_000, "Created": c}
               for t, c in (("cur", 300), ("old1", 200), ("old2", 100), ("busy", 50))]
+    images += [{"Names": [f"localhost/refarch-toolset:0.1.0-{t}"], "Size": 1_817_000_000, "Created": c}
+               for t, c in (("cur", 300), ("old", 200), ("older", 100))]
+    monkeypatch.setattr(toolset, "toolset_tag", lambda: "localhost/refarch-toolset:0.1.0-cur")
     images.append({"Names": ["docker.io/library/debian:12"], "Size": 1, "Created": 1})
     calls = []
 
@@ -42,11 +45,14 @@ def test_list_marks_the_current_pins(machine):
     listed = caches.entries()
     assert [e.name.rsplit(":", 1)[-1] for e in listed if e.kind == "image"] == ["cur", "old1", "old2", "busy"]
     assert [e.current for e in listed if e.kind == "wheelhouse"] == [True, False, False]
+    assert [(e.name.rsplit("-", 1)[-1], e.current) for e in listed if e.kind == "toolset"] == [
+        ("cur", True), ("old", False), ("older", False)]
 
 
 def test_prune_keeps_current_and_newest_and_reports_images_in_use(machine):
     removed, problems = caches.prune(keep=1)
-    assert sorted(e.name.rsplit("/", 1)[-1] for e in removed) == ["olderkey", "refarch-node:old2"]
+    assert sorted(e.name.rsplit("/", 1)[-1] for e in removed) == ["olderkey", "refarch-node:old2",
+                                                                    "refarch-toolset:0.1.0-older"]
     assert problems and "refarch-node:busy" in problems[0] and "in use" in problems[0]
     assert not (machine.root / "wheelhouse" / "olderkey").exists()
     assert (machine.root / "wheelhouse" / "curkey").exists() and (machine.root / "wheelhouse" / "oldkey").exists()
@@ -54,6 +60,6 @@ def test_prune_keeps_current_and_newest_and_reports_images_in_use(machine):
 
 def test_dry_run_removes_nothing(machine):
     removed, _ = caches.prune(keep=0, dry_run=True)
-    assert len(removed) == 5
+    assert len(removed) == 7
     assert not any(c[:2] == ["podman", "rmi"] for c in machine.calls)
     assert (machine.root / "wheelhouse" / "olderkey").exists()
