@@ -10,7 +10,6 @@ accumulate in the run directory's ``run.json``.
 
 from __future__ import annotations
 
-import glob
 import sys
 import time
 from contextlib import contextmanager
@@ -124,10 +123,7 @@ class Cluster:
 
     def ca_files(self) -> list[str]:
         """Controller paths of the profile's extra CA certificates."""
-        files: list[str] = []
-        for pattern in self.profile.extra_ca_certificates:
-            files += sorted(glob.glob(pattern))
-        return files
+        return self.profile.ca_files()
 
     def deploy(self) -> Contract:
         """``terraform apply`` the profile's root module; returns the contract.

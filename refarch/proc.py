@@ -10,6 +10,11 @@ from pathlib import Path
 
 from .errors import CommandError, PhaseTimeout
 
+#: Options every podman container the suite starts on this kind of host
+#: needs (crun fails with hybrid cgroups; podman's default ulimits exceed
+#: the hard limits): the wheelhouse build and the toolset image's build.
+PODMAN_OPTS = ("--runtime", "runc", "--ulimit", "nofile=1024:4096", "--ulimit", "nproc=4096:8192")
+
 
 def run(
     cmd: Sequence[str],

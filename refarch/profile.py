@@ -9,6 +9,7 @@ warning band, and their source.
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 from pathlib import Path
 from typing import Any, Literal
@@ -310,6 +311,12 @@ class Profile(_Strict):
     openstack: OpenStackSettings | None = None
     #: Controller-side globs of extra CA certificates every node must trust.
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
+
+    def ca_files(self) -> list[str]:
+        """Controller paths of :attr:`extra_ca_certificates` as this machine
+        has them (each glob expanded, sorted; a glob matching nothing adds
+        nothing)."""
+        return [f for pattern in self.extra_ca_certificates for f in sorted(glob.glob(pattern))]
 
     @model_validator(mode="after")
     def _world_sizes_fit(self) -> Profile:

@@ -66,9 +66,6 @@ EXTRA_PACKAGES = ("python3-venv", "ca-certificates")
 #: Terraform versions the descriptors accept (their ``required_version``:
 #: local >= 1.4, openstack >= 1.5, both < 2).
 TERRAFORM_MIN, TERRAFORM_MAX = (1, 5, 0), (2, 0, 0)
-#: podman options this kind of host needs (crun fails with hybrid cgroups;
-#: default ulimits exceed the hard limits).
-PODMAN_OPTS = ("--runtime", "runc", "--ulimit", "nofile=1024:4096", "--ulimit", "nproc=4096:8192")
 
 
 def debian_packages(table: list[hostcmds.HostCommand] | None = None) -> list[str]:
@@ -93,12 +90,9 @@ def terraform_binary() -> tuple[Path, str]:
     if not found:
         raise RefarchError("terraform is not on PATH: the toolset image copies the host's checked binary "
                            "(HashiCorp's release >= 1.5, < 2)")
-    try:
-        text = subprocess.run(["terraform", "version", "-json"], capture_output=True, text=True, timeout=60,
-                              check=True).stdout
-        found_version = json.loads(text)["terraform_version"]
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired, ValueError, KeyError):
-        raise RefarchError(f"{found}: `terraform version -json` failed; cannot check the binary") from None
+    found_version = version.tool_versions()["terraform"]
+    if found_version == "absent":
+        raise RefarchError(f"{found}: `terraform version -json` failed; cannot check the binary")
     numbers = tuple(int(n) for n in re.findall(r"\d+", found_version)[:3])
     if not TERRAFORM_MIN <= numbers < TERRAFORM_MAX:
         raise RefarchError(f"{found} is Terraform {found_version}; the descriptors need >= 1.5, < 2")
@@ -229,7 +223,7 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
         work = Path(tempfile.mkdtemp(prefix="toolset-", dir=cache_dir()))
         try:
             _context(work, terraform_binary()[0])
-            proc.run(["podman", "build", *PODMAN_OPTS, *(["--no-cache"] if force else []),
+            proc.run(["podman", "build", *proc.PODMAN_OPTS, *(["--no-cache"] if force else []),
                       "--volume", f"{wheels}:/wheels:ro",
                       "--build-arg", f"BASE={base}", "--build-arg", f"PACKAGES={' '.join(inputs['packages'])}",
                       "--label", f"refarch.toolset.version={inputs['version']}",

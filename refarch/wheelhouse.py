@@ -75,8 +75,7 @@ def _ensure_wheelhouse(image_tag: str, log: Path, timeout: float, ca_files: list
         "EXTRA_PACKAGES": " ".join(versions.get("python_extra_packages", [])),
         **versions["horovod_build_env"],
     }
-    cmd = ["podman", "run", "--rm", "--runtime", "runc", "--name", f"refarch-wheel-{work.name}",
-           "--ulimit", "nofile=1024:4096", "--ulimit", "nproc=4096:8192",
+    cmd = ["podman", "run", "--rm", *proc.PODMAN_OPTS, "--name", f"refarch-wheel-{work.name}",
            "--label", "refarch.cache=wheelhouse",
            "-v", f"{out}:/out", "-v", f"{ca}:/extra-ca:ro", "-v", f"{BUILD_SCRIPT}:/build.sh:ro"]
     for key, value in env.items():

@@ -14,7 +14,6 @@ before ``terraform destroy``) is destroyed and swept by the run id.
 Run with ``tox -e byhand``; a change of the README's lines that breaks the
 path fails here."""
 
-import glob
 import json
 import os
 import re
@@ -112,7 +111,7 @@ def user(tmp_path):
     values = {"run_id": hcl(run_id), "subnet_cidr": hcl(subnet), "image": hcl(tag),
               "horovod_wheelhouse": hcl(str(wheels)), "ssh_public_key_file": hcl(f"{key}.pub"),
               "ssh_private_key_file": hcl(str(key)), "ssh_known_hosts_file": hcl(str(home / "hvd" / "known_hosts")),
-              "extra_ca_certificates": hcl([f for g in profile.extra_ca_certificates for f in sorted(glob.glob(g))]),
+              "extra_ca_certificates": hcl(profile.ca_files()),
               "labels": "{" + ", ".join(f"{hcl(k)} = {hcl(v)}" for k, v in owner.labels().items()) + "}"}
     editor = tmp_path / "editor"
     editor.write_text(EDITOR.format(python=sys.executable, values=json.dumps(values)), encoding="utf-8")

@@ -137,8 +137,7 @@ def test_a_missing_podman_is_one_line(monkeypatch, capsys, tmp_path):
 
 def test_an_unfit_terraform_is_one_line(monkeypatch):
     monkeypatch.setattr(toolset.shutil, "which", lambda name: "/usr/local/bin/terraform")
-    monkeypatch.setattr(toolset.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
-        a[0], 0, '{"terraform_version": "1.3.9"}', ""))
+    monkeypatch.setattr(toolset.version, "tool_versions", lambda: {"terraform": "1.3.9", "podman": "4.3.1"})
     with pytest.raises(RefarchError, match=r"Terraform 1\.3\.9; the descriptors need >= 1\.5, < 2$"):
         toolset.terraform_binary()
 
