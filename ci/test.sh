@@ -213,6 +213,14 @@ if [ "$summary" -ne 0 ]; then
     exit 1
 fi
 if [ -n "$failed" ]; then
+    # A lane's output was printed when its group ended, far above: the end
+    # of each failed environment's log again, next to the verdict (a CI
+    # job log is often read from its end only).
+    for env in $failed; do
+        [ -f "runs/ci-logs/$env.log" ] || continue
+        echo "=================== ci/test.sh: FAILED $env: the last 40 lines of runs/ci-logs/$env.log ==================="
+        tail -n 40 "runs/ci-logs/$env.log" | cut -c1-400
+    done
     echo "ci/test.sh: FAILED: $failed" >&2
     exit 1
 fi

@@ -121,13 +121,30 @@ def source_files(root: Path = ROOT) -> list[str]:
     return sorted(n for n in names if not set(n.split("/")) & set(skip))
 
 
-def toolset_inputs(root: Path = ROOT, terraform: tuple[str, str] | None = None) -> dict:
+def snapshot_sources(root: Path = ROOT) -> dict[str, bytes]:
+    """The content of every file of :func:`source_files` (relative path ->
+    bytes, sorted by path), read once: the image's tag is hashed from, and
+    its suite layer built from, this one reading, even while other runs in
+    the same checkout write and remove files (a file listed by git that is
+    gone when read is left out).  About 3 MB for this checkout."""
+    out = {}
+    for name in source_files(root):
+        try:
+            out[name] = (root / name).read_bytes()
+        except FileNotFoundError:
+            continue
+    return out
+
+
+def toolset_inputs(root: Path = ROOT, terraform: tuple[str, str] | None = None,
+                   sources: dict[str, bytes] | None = None) -> dict:
     """What identifies an image (a JSON-able dict): the architecture
     version, the descriptors' pins (``descriptors/versions.yml``), the
     dependency pins of pyproject.toml, the lock files and Containerfile,
     the Debian packages, the base image, the Terraform binary (``terraform``:
     (version, sha256); default: the host's, checked) and a sha256 of every
-    file of the suite the image carries.
+    file of the suite the image carries (``sources``, as
+    :func:`snapshot_sources` returns; default: read now).
 
     Raises:
         RefarchError: the version file, the pins or a lock file cannot be
@@ -143,8 +160,8 @@ def toolset_inputs(root: Path = ROOT, terraform: tuple[str, str] | None = None) 
     except OSError as exc:
         raise RefarchError(f"{exc.filename}: cannot read a toolset input ({exc.strerror})") from None
     suite = hashlib.sha256()
-    for name in source_files(root):
-        suite.update(name.encode() + b"\0" + hashlib.sha256((root / name).read_bytes()).digest())
+    for name, data in (sources if sources is not None else snapshot_sources(root)).items():
+        suite.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return {
         "version": version.architecture_version(root / "descriptors" / "VERSION"),
         "versions": read["descriptors/versions.yml"],
@@ -211,7 +228,8 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
         PhaseTimeout: a step ran past ``timeout``.
     """
     require_podman()
-    inputs = toolset_inputs()
+    sources = snapshot_sources()
+    inputs = toolset_inputs(sources=sources)
     tag = toolset_tag(inputs)
     if not force and toolset_exists(tag):
         return tag, False
@@ -222,7 +240,7 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
         wheels = ensure_wheels(log, timeout)
         work = Path(tempfile.mkdtemp(prefix="toolset-", dir=cache_dir()))
         try:
-            _context(work, terraform_binary()[0])
+            _context(work, terraform_binary()[0], sources)
             proc.run(["podman", "build", *proc.PODMAN_OPTS, *(["--no-cache"] if force else []),
                       "--volume", f"{wheels}:/wheels:ro",
                       "--build-arg", f"BASE={base}", "--build-arg", f"PACKAGES={' '.join(inputs['packages'])}",
@@ -239,14 +257,21 @@ def toolset_exists(tag: str) -> bool:
     return proc.run(["podman", "image", "exists", tag], timeout=60, check=False).returncode == 0
 
 
-def _context(work: Path, terraform: Path) -> None:
-    """The build context in ``work``: Containerfile, locks, terraform, src/."""
+def _context(work: Path, terraform: Path, sources: dict[str, bytes]) -> None:
+    """The build context in ``work``: Containerfile, locks, terraform, and
+    src/ written from ``sources`` (the snapshot the tag was hashed from;
+    each file keeps its mode bits, so that scripts stay executable)."""
     for name in (*LOCKS, "Containerfile"):
         shutil.copy(ROOT / TOOLSET_DIR / name, work / name)
     shutil.copy(terraform, work / "terraform")
-    for name in source_files():
-        (work / "src" / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(ROOT / name, work / "src" / name)
+    for name, data in sources.items():
+        target = work / "src" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        try:
+            target.chmod((ROOT / name).stat().st_mode & 0o777)
+        except FileNotFoundError:
+            pass
 
 
 def wheels_key(root: Path = ROOT) -> str:

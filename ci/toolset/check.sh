@@ -9,17 +9,36 @@
 #                                 which builds the current tag unless podman has it)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-image=${1:-$(python -m refarch toolset build | tail -n 1)}
+image=${1:-}
+if [ -z "$image" ]; then
+    image=$(python -m refarch toolset build | tail -n 1) || {
+        rc=$?
+        log=$(python -c 'from refarch.paths import cache_dir; print(cache_dir() / "toolset" / "build.log")')
+        echo "ci/toolset/check.sh: refarch toolset build failed (exit $rc); the end of $log:" >&2
+        tail -n 30 "$log" >&2
+        exit "$rc"
+    }
+fi
 run=(podman run --rm --runtime runc --ulimit nofile=1024:4096 --ulimit nproc=4096:8192)
 for cmd in "refarch --help" "terraform version" "ansible --version" "checkov --version"; do
     echo "== podman run --rm $image $cmd"
-    "${run[@]}" "$image" $cmd | head -3
+    # Whole output first: `| head` under pipefail fails the check when
+    # head has gone before podman writes its last line (SIGPIPE).
+    out=$("${run[@]}" "$image" $cmd)
+    head -n 3 <<<"$out"
 done
 echo "== lint, policy, unit stages in $image"
 "${run[@]}" --name "refarch-toolset-check-$$" -v "$PWD:/src:ro" -e PYTHONDONTWRITEBYTECODE=1 "$image" bash -c '
     set -euo pipefail
-    mkdir /w && tar -C /src --exclude=./.tox --exclude=./.venv --exclude=./runs \
-        --exclude=./ci/gitlab-ci-local/node_modules --exclude=./.gitlab-ci-local -c . | tar -C /w -x
+    # Other runs may write and remove files in the checkout meanwhile (CI
+    # runs lanes beside this one): a file that changes or goes while tar
+    # reads it is its exit 1, not an error; caches are left out.
+    mkdir /w
+    tar -C /src --exclude=./.tox --exclude=./.venv --exclude=./runs --exclude=__pycache__ \
+        --exclude=.pytest_cache --exclude="*.egg-info" --exclude=./ci/gitlab-ci-local/node_modules \
+        --exclude=./.gitlab-ci-local --ignore-failed-read --warning=no-file-changed \
+        --warning=no-file-removed -cf /tmp/src.tar . || [ $? -eq 1 ]
+    tar -C /w -xf /tmp/src.tar && rm /tmp/src.tar
     cd /w
     for stage in lint policy unit; do
         start=$SECONDS
@@ -45,7 +64,7 @@ YAML
 mkdir "$work/runs"
 out=$("${run[@]}" -v "$work/clouds.yaml:/etc/openstack/clouds.yaml:ro" -v "$work/runs:/runs" \
       -e REFARCH_RUNS_DIR=/runs "$image" python -m refarch up --profile openstack-v100 2>&1) && rc=0 || rc=$?
-echo "$out" | grep '^refarch: error' | cut -c1-160
+grep '^refarch: error' <<<"$out" | cut -c1-160 || true
 # The suite read the mounted entry (it names the entry and its endpoint) and
 # stopped before creating anything: exit 2, nothing under the runs volume.
 if [ "$rc" -ne 2 ] || ! grep -q '^refarch: error: cloud refarch-ci: endpoint unreachable' <<<"$out" \

@@ -64,6 +64,25 @@ def test_the_tag_changes_with_terraform_and_the_suite(tree):
     assert tag_of(tree) != before
 
 
+def test_a_file_gone_before_it_is_read_is_left_out_and_the_context_is_the_snapshot(tree, tmp_path, monkeypatch):
+    # Other runs in the same checkout write and remove files while the
+    # image builds: the tag and the suite layer come from one reading.
+    (tree / "refarch").mkdir()
+    (tree / "refarch" / "kept.py").write_text("X = 1\n")
+    (tree / "refarch" / "run.sh").write_text("#!/bin/sh\n")
+    (tree / "refarch" / "run.sh").chmod(0o755)
+    monkeypatch.setattr(toolset, "source_files", lambda root: ["refarch/gone.py", "refarch/kept.py", "refarch/run.sh"])
+    sources = toolset.snapshot_sources(tree)
+    assert list(sources) == ["refarch/kept.py", "refarch/run.sh"]
+    (tree / "refarch" / "kept.py").write_text("X = 2\n")  # changed after the reading
+    monkeypatch.setattr(toolset, "ROOT", tree)
+    work = tmp_path / "context"
+    work.mkdir()
+    toolset._context(work, tree / "tox.ini", sources)
+    assert (work / "src" / "refarch" / "kept.py").read_text() == "X = 1\n"
+    assert (work / "src" / "refarch" / "run.sh").stat().st_mode & 0o111
+
+
 def test_the_packages_come_from_the_host_command_table():
     packages = toolset.debian_packages()
     assert {"git", "bash", "python3", "python3-venv", "openssh-client", "rsync"} <= set(packages)
@@ -91,7 +110,8 @@ def podman(monkeypatch, tmp_path):
     monkeypatch.setattr(toolset, "ensure_fresh_image", lambda log, **kw: "localhost/refarch-fresh:bookworm-2")
     monkeypatch.setattr(toolset, "ensure_wheels", lambda log, timeout=0: ROOT)
     monkeypatch.setattr(toolset, "terraform_binary", lambda: (ROOT / "tox.ini", "1.11.4"))
-    monkeypatch.setattr(toolset, "_context", lambda work, terraform: None)
+    monkeypatch.setattr(toolset, "snapshot_sources", lambda root=ROOT: {})
+    monkeypatch.setattr(toolset, "_context", lambda work, terraform, sources: None)
 
     def make(exists):
         fake = FakePodman(exists)
