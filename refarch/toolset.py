@@ -121,23 +121,25 @@ def source_files(root: Path = ROOT) -> list[str]:
     return sorted(n for n in names if not set(n.split("/")) & set(skip))
 
 
-def snapshot_sources(root: Path = ROOT) -> dict[str, bytes]:
-    """The content of every file of :func:`source_files` (relative path ->
-    bytes, sorted by path), read once: the image's tag is hashed from, and
-    its suite layer built from, this one reading, even while other runs in
-    the same checkout write and remove files (a file listed by git that is
-    gone when read is left out).  About 3 MB for this checkout."""
+def snapshot_sources(root: Path = ROOT) -> dict[str, tuple[bytes, int]]:
+    """The content and permission bits of every file of
+    :func:`source_files` (relative path -> (bytes, mode), sorted by path),
+    read once: the image's tag is hashed from, and its suite layer built
+    from, this one reading, even while other runs in the same checkout
+    write and remove files (a file listed by git that is gone when read is
+    left out).  About 3 MB for this checkout."""
     out = {}
     for name in source_files(root):
         try:
-            out[name] = (root / name).read_bytes()
+            with open(root / name, "rb") as fh:
+                out[name] = (fh.read(), os.fstat(fh.fileno()).st_mode & 0o777)
         except FileNotFoundError:
             continue
     return out
 
 
 def toolset_inputs(root: Path = ROOT, terraform: tuple[str, str] | None = None,
-                   sources: dict[str, bytes] | None = None) -> dict:
+                   sources: dict[str, tuple[bytes, int]] | None = None) -> dict:
     """What identifies an image (a JSON-able dict): the architecture
     version, the descriptors' pins (``descriptors/versions.yml``), the
     dependency pins of pyproject.toml, the lock files and Containerfile,
@@ -160,7 +162,7 @@ def toolset_inputs(root: Path = ROOT, terraform: tuple[str, str] | None = None,
     except OSError as exc:
         raise RefarchError(f"{exc.filename}: cannot read a toolset input ({exc.strerror})") from None
     suite = hashlib.sha256()
-    for name, data in (sources if sources is not None else snapshot_sources(root)).items():
+    for name, (data, _mode) in (sources if sources is not None else snapshot_sources(root)).items():
         suite.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
     return {
         "version": version.architecture_version(root / "descriptors" / "VERSION"),
@@ -257,21 +259,18 @@ def toolset_exists(tag: str) -> bool:
     return proc.run(["podman", "image", "exists", tag], timeout=60, check=False).returncode == 0
 
 
-def _context(work: Path, terraform: Path, sources: dict[str, bytes]) -> None:
+def _context(work: Path, terraform: Path, sources: dict[str, tuple[bytes, int]]) -> None:
     """The build context in ``work``: Containerfile, locks, terraform, and
-    src/ written from ``sources`` (the snapshot the tag was hashed from;
-    each file keeps its mode bits, so that scripts stay executable)."""
+    src/ written from ``sources`` (the snapshot the tag was hashed from,
+    with its permission bits, so that scripts stay executable)."""
     for name in (*LOCKS, "Containerfile"):
         shutil.copy(ROOT / TOOLSET_DIR / name, work / name)
     shutil.copy(terraform, work / "terraform")
-    for name, data in sources.items():
+    for name, (data, mode) in sources.items():
         target = work / "src" / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        try:
-            target.chmod((ROOT / name).stat().st_mode & 0o777)
-        except FileNotFoundError:
-            pass
+        target.chmod(mode)
 
 
 def wheels_key(root: Path = ROOT) -> str:
