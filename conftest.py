@@ -1,3 +1,3 @@
 """Root conftest: the suite's machinery is the refarch pytest plugin."""
 
-pytest_plugins = ["refarch.pytest_plugin", "refarch.workloads"]
+pytest_plugins = ["refarch.pytest.plugin", "refarch.pytest.workloads"]

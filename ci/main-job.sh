@@ -20,6 +20,6 @@ if [ "$rc" -eq 3 ]; then exit 0; elif [ "$rc" -ne 0 ]; then exit "$rc"; fi
 trap 'true' TERM INT
 rc=0
 ci/tox -e integration -- "$@" || rc=$?
-.tox/integration/bin/python -m refarch.timings --started "$started" --bootstrap-end "$bootstrap_end" \
+.tox/integration/bin/python -m refarch.report.timings --started "$started" --bootstrap-end "$bootstrap_end" \
     --exit "$rc" || true
 exit "$rc"

@@ -5,9 +5,10 @@ cloud (podman "machines"), Terraform and Ansible drivers, run identity and
 teardown, the smoke-job arithmetic and the results report.
 
 With ``REFARCH_LOADED_MODULES`` naming a file, every process that imports
-the package appends, when it exits, the names of the package's modules it
-loaded (one per line): the role-scenario runner keys its reuse records on
-what a scenario's processes really ran (:mod:`refarch.rolecache`).
+the package appends, when it exits, the dotted names below the package of
+the modules it loaded (one per line: ``cli``, ``clouds.local``): the
+role-scenario runner keys its reuse records on what a scenario's processes
+really ran (:mod:`refarch.tools.rolecache`).
 """
 
 import atexit as _atexit
@@ -19,8 +20,8 @@ __version__ = "0.1.0"
 def _write_loaded_modules(path: str) -> None:
     import sys
 
-    names = sorted({name.split(".")[1] for name in list(sys.modules)
-                    if name.startswith(__name__ + ".") and name.count(".") == 1} | {"__init__", "__main__"})
+    names = sorted({name.partition(".")[2] for name in list(sys.modules)
+                    if name.startswith(__name__ + ".")} | {"__init__", "__main__"})
     try:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write("".join(f"{name}\n" for name in names))

@@ -33,11 +33,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import localcloud, owner
+from .clouds import local as localcloud
+from .clouds import owner
+from .clouds.owner import Owner
 from .cluster import Cluster
 from .errors import RefarchError
 from .lifecycle import guarded
-from .owner import Owner
 from .paths import ROOT, runs_dir
 from .profile import parse_overrides
 from .run import RunDir, orphaned_runs, validate_run_id
@@ -92,7 +93,7 @@ def _test(args) -> int:
 
 def _destroy(args) -> int:
     if RunDir.open(args.run_id).read_meta().get("cloud") == "vm":
-        from . import vm
+        from .clouds import vm
 
         left = vm.destroy(args.run_id)
         print(json.dumps({"leaks": left}, indent=2))
@@ -113,7 +114,7 @@ def _sweep(args) -> int:
     ``--include-kept``."""
     if args.stale:
         localcloud.sweep_stale(include_kept=args.include_kept, dry_run=args.dry_run)
-        from . import vm
+        from .clouds import vm
 
         for run_id in vm.stale_runs():
             print(f"{'would remove' if args.dry_run else 'removing'} stale VM run {run_id} (owner gone, not kept)")
@@ -187,7 +188,7 @@ def run_rows() -> list[dict]:
 
 
 def _cache(args) -> int:
-    from . import caches
+    from .clouds import caches
 
     if args.action == "list":
         for entry in caches.entries():
@@ -205,7 +206,7 @@ def _cache(args) -> int:
 
 
 def _report(args) -> int:
-    from . import report
+    from .report import html as report
 
     if args.trend:
         print(report.render_trend(runs_dir()))
@@ -220,8 +221,8 @@ def _report(args) -> int:
 
 
 def _toolset(args) -> int:
-    from . import toolset
     from .paths import cache_dir
+    from .tools import toolset
 
     if args.action == "stage":
         return toolset.run_stage(args.env, args.posargs[1:] if args.posargs[:1] == ["--"] else args.posargs)
@@ -261,7 +262,7 @@ def parse_age(text: str) -> dt.timedelta:
 
 
 def _janitor(args) -> int:
-    from . import openstack as ostk
+    from .clouds import openstack as ostk
 
     age = parse_age(args.older_than)
     conn = ostk.connect(args.cloud)
@@ -278,7 +279,7 @@ def _janitor(args) -> int:
 
 
 def _record(args) -> int:
-    from . import records
+    from .judge import records
 
     runs = [records.load_results(Path(d)) for d in args.run_dirs]
     record = records.build_record(runs, args.name)
@@ -291,7 +292,7 @@ def _record(args) -> int:
 
 
 def _gate(args) -> int:
-    from . import gate
+    from .judge import gate
 
     policy = gate.load_policy(Path(args.policy))
     args.version = args.version.removeprefix("v")
@@ -311,7 +312,7 @@ def _gate(args) -> int:
 
 
 def _compare(args) -> int:
-    from . import compare
+    from .judge import compare
 
     baseline = args.baseline
     if not baseline:
@@ -334,7 +335,7 @@ def _compare(args) -> int:
 
 
 def _vm(args) -> int:
-    from . import vm
+    from .clouds import vm
 
     if args.action == "up":
         volumes = {}
@@ -354,7 +355,7 @@ def _vm(args) -> int:
 
 
 def _roles(args) -> int:
-    from . import roles
+    from .tools import roles
 
     if args.list:
         for name in roles.scenarios():
@@ -375,7 +376,7 @@ def _roles(args) -> int:
 
 
 def _mr_note(args) -> int:
-    from . import mrnote
+    from .report import mrnote
 
     print(mrnote.post_summary(Path(args.run_dir)))
     return 0

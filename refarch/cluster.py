@@ -17,14 +17,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from . import ansible, proc, progress
-from .clouds import driver_for
+from . import proc, progress
+from .clouds.drivers import driver_for
 from .contract import Contract
 from .errors import LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
 from .profile import Profile, load_profile
 from .run import RunDir, new_run_id
-from .terraform import Terraform
+from .tools import ansible
+from .tools.terraform import Terraform
 
 
 @dataclass
@@ -113,7 +114,7 @@ class Cluster:
     # Stages -----------------------------------------------------------------
     @cached_property
     def driver(self):
-        """The cloud driver (:mod:`refarch.clouds`) of the profile's cloud."""
+        """The cloud driver (:mod:`refarch.clouds.drivers`) of the profile's cloud."""
         return driver_for(self.profile)
 
     def prepare(self) -> None:

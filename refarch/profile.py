@@ -144,7 +144,7 @@ class Smoke(_Strict):
     world_sizes: list[int] = []
     warmup_steps: int = Field(ge=0)
     #: Timed steps per job: their per-step figures give each throughput's
-    #: median and 95 % interval (refarch.figures, at least 6 steps).
+    #: median and 95 % interval (refarch.judge.figures, at least 6 steps).
     steps: int = Field(ge=6)
     intra_op_threads: int = Field(1, ge=1)
     start_timeout_s: int = Field(120, ge=10)
@@ -153,7 +153,7 @@ class Smoke(_Strict):
     #: speed changes shows it in both); 0: the np=1 job is the baseline.
     baseline_rounds: int = Field(3, ge=0)
     #: Widest efficiency interval (95 %, relative to its median) that is
-    #: still judged; wider is an error (refarch.figures.problems).
+    #: still judged; wider is an error (refarch.judge.figures.problems).
     max_relative_width: float = Field(0.5, gt=0)
     #: Largest relative difference between np=1 on its own and np=1 in the
     #: rounds before the run's efficiency is an error.
@@ -192,7 +192,7 @@ class Availability(_Strict):
 
     failure_modes: list[Literal["stop", "kill", "partition"]] = Field(
         ["stop", "kill", "partition"], min_length=1,
-        description="how the node fails in the elastic job (refarch.clouds.FAILURE_MODES): each mode listed "
+        description="how the node fails in the elastic job (refarch.clouds.drivers.FAILURE_MODES): each mode listed "
                     "is measured by its own recovery and rejoin properties")
     commit_every: int = Field(10, ge=1)
     step_sleep_s: float = Field(0.1, ge=0)
@@ -231,7 +231,7 @@ class Source(_Strict):
 
 class PropertySpec(_Strict):
     """One non-functional property of the profile (ids and units:
-    :data:`refarch.properties.KNOWN`).  ``skip`` is the profile's reason
+    :data:`refarch.judge.properties.KNOWN`).  ``skip`` is the profile's reason
     why the property cannot run on it (reported as skipped, never absent)."""
 
     unit: str
@@ -334,7 +334,7 @@ class Profile(_Strict):
 
     @model_validator(mode="after")
     def _known_properties(self) -> Profile:
-        from .properties import KNOWN
+        from .judge.properties import KNOWN
 
         for prop_id, spec in self.property_specs().items():
             if prop_id not in KNOWN:

@@ -14,7 +14,9 @@ import time
 
 import pytest
 
-from refarch import exposure, localcloud, proc
+from refarch import proc
+from refarch.clouds import exposure
+from refarch.clouds import local as localcloud
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from refarch import hostcmds, image, proc
+from refarch import proc
+from refarch.clouds import image
 from refarch.paths import runs_dir
+from refarch.tools import hostcmds
 from tests.lifecycle.suite import checkout_copy
 
 pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("debootstrap"),

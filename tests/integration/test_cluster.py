@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from refarch import causes, checks
-from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.judge import causes, checks
+from refarch.pytest.plugin import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 

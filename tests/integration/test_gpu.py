@@ -4,9 +4,9 @@ without GPUs every check is skipped with the profile's reason."""
 
 import pytest
 
-from refarch import checks, gpu
+from refarch.judge import checks, gpu
 from refarch.paths import load_versions
-from refarch.pytest_plugin import run_as
+from refarch.pytest.plugin import run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from refarch import ansible, causes, checks
-from refarch.pytest_plugin import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.judge import causes, checks
+from refarch.pytest.plugin import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.tools import ansible
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 

@@ -1,9 +1,9 @@
 """Non-functional properties: one test per property of the profile
 (``test_property[scaling.efficiency]``), each measured on the cluster and
-judged against the profile's reference (refarch.properties.judge).
+judged against the profile's reference (refarch.judge.properties.judge).
 
 Each measurement is a function below, registered under the property id; it
-returns a :class:`refarch.properties.Measurement` or skips with the reason
+returns a :class:`refarch.judge.properties.Measurement` or skips with the reason
 the property cannot run on this cluster.  Every property of the profile is
 recorded in the results, skipped ones included.
 """
@@ -12,10 +12,12 @@ import warnings
 
 import pytest
 
-from refarch import exposure, figures, localcloud, properties
-from refarch.properties import Measurement
-from refarch.pytest_plugin import STATE
-from refarch.workloads import timed
+from refarch.clouds import exposure
+from refarch.clouds import local as localcloud
+from refarch.judge import figures, properties
+from refarch.judge.properties import Measurement
+from refarch.pytest.plugin import STATE
+from refarch.pytest.workloads import timed
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("properties")]
 
@@ -167,7 +169,7 @@ def _busbw(request) -> Measurement:
 @pytest.fixture(scope="module")
 def exposure_scans(cluster, results) -> dict:
     """{probe kind: ScanResult} from the admin and the outside probe (local
-    cloud, refarch.exposure.survey); each result also carries ``dropped``
+    cloud, refarch.clouds.exposure.survey); each result also carries ``dropped``
     (packets the run's network policy dropped during that probe's scan),
     ``reached`` and ``arrived`` per node (its packets at the node's edge,
     and inside it) and the listening ports its packets reached."""

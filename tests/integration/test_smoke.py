@@ -1,10 +1,10 @@
 """Smoke job: Horovod trains on one node and across all of them, and the
 gradients cross the cluster interface.  The workloads are session fixtures
-(refarch.workloads); their figures are judged in test_properties.py."""
+(refarch.pytest.workloads); their figures are judged in test_properties.py."""
 
 import pytest
 
-from refarch.workloads import MIN_BYTES_PER_STEP
+from refarch.pytest.workloads import MIN_BYTES_PER_STEP
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("smoke")]
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from refarch import localcloud, proc
+from refarch import proc
+from refarch.clouds import local as localcloud
 from refarch.paths import ROOT
 
 

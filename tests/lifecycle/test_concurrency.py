@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from refarch import localcloud
+from refarch.clouds import local as localcloud
 from refarch.paths import ROOT
 
 from .suite import assert_nothing_left, checkout_copy, start_suite, wait_for

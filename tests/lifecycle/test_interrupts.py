@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from refarch import localcloud
+from refarch.clouds import local as localcloud
 from refarch.paths import ROOT
 
 from .suite import assert_nothing_left, configuring, deploying, start_suite, training, wait_for

@@ -6,7 +6,8 @@ everything."""
 
 import pytest
 
-from refarch import localcloud, proc
+from refarch import proc
+from refarch.clouds import local as localcloud
 from refarch.paths import ROOT
 from refarch.run import new_run_id
 
@@ -52,7 +53,7 @@ def test_a_killed_runs_policy_table_and_probe_namespaces_are_leaks_and_are_swept
     """A run killed before terraform destroy (or during its exposure scan)
     leaves its nftables policy table and probe namespaces: both are found
     by the run id and removed by the sweep."""
-    from refarch import exposure
+    from refarch.clouds import exposure
 
     run_id = new_run_id("leak")
     table = localcloud.policy_table(run_id)

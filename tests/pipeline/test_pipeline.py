@@ -2,7 +2,7 @@
 of each kind of pipeline (merge request, default branch, version tag,
 schedule) in a copy of the checkout, and runs the lint, policy and unit
 jobs in its shell executor (``tox -e pipeline``, run by ci/test.sh).  The
-jobs that need no local cloud run in the toolset image (refarch/toolset.py)
+jobs that need no local cloud run in the toolset image (refarch/tools/toolset.py)
 and bootstrap nothing; in the shell executor the bin folders of tox's unit,
 lint and policy environments stand in for the image's tools."""
 
@@ -13,8 +13,8 @@ import subprocess
 import pytest
 import yaml
 
-from refarch import pipeline
 from refarch.paths import ROOT
+from refarch.tools import pipeline
 
 pytestmark = pytest.mark.skipif(not shutil.which("git") or not pipeline.GITLAB_CI_LOCAL.exists(),
                                 reason="needs git and gitlab-ci-local (tox -e pipeline installs it with npm)")
@@ -55,7 +55,7 @@ SCENARIOS = {
         **ALWAYS, "integration-local": "manual", "availability-local": "manual", "configurability-local": "manual",
         "lifecycle-local": "manual"}),
     "push to the default branch": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_BRANCH": "main",
-                                    "CI_DEFAULT_BRANCH": "main"}, ["refarch/gate.py"], {
+                                    "CI_DEFAULT_BRANCH": "main"}, ["refarch/judge/gate.py"], {
         **ALWAYS, "integration-local": "on_success", "availability-local": "on_success",
         "lifecycle-local": "on_success", "configurability-local": "manual"}),
     "version tag, with a cloud": ({"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0", **CLOUD}, [], {

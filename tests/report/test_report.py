@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from refarch import hostcmds, report
 from refarch.paths import runs_dir
+from refarch.report import html as report
+from refarch.tools import hostcmds
 
 RECORDED = Path(__file__).parents[1] / "unit" / "data" / "report" / "results.json"
 

@@ -1,7 +1,7 @@
 from pathlib import Path
 
-from refarch import ansible
-from refarch.ansible import PlaybookResult, _failures, parse_recap
+from refarch.tools import ansible
+from refarch.tools.ansible import PlaybookResult, _failures, parse_recap
 
 DATA = Path(__file__).parent / "data"
 

@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks, workloads
+from refarch.judge import checks
+from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.results import Results
+from refarch.pytest import workloads
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "availability"
@@ -156,7 +157,7 @@ def test_a_stop_the_cloud_accepted_but_did_not_carry_out_is_named(monkeypatch):
 
 
 def test_the_faulty_driver_accepts_a_stop_and_does_nothing(monkeypatch):
-    from refarch import clouds
+    from refarch.clouds import drivers as clouds
     from refarch.errors import PreflightError
 
     monkeypatch.setenv(clouds.FAULT_DRIVER_ENV, "stop-ignored")

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import caches, toolset
+from refarch.clouds import caches
+from refarch.tools import toolset
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""refarch.causes on real recorded outputs (tests/unit/data/causes: the
+"""refarch.judge.causes on real recorded outputs (tests/unit/data/causes: the
 journal of node2's sshd refusing node1's logins for each reason, ping's
 summaries, sshd -T with and without the sftp subsystem)."""
 
@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import causes
+from refarch.judge import causes
 
 DATA = Path(__file__).parent / "data" / "causes"
 NODE1 = "10.213.0.10"

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks
-from refarch.ansible import PlaybookResult, parse_recap
 from refarch.contract import Contract
+from refarch.judge import checks
 from refarch.profile import load_profile
+from refarch.tools.ansible import PlaybookResult, parse_recap
 from tests.integration import test_gpu, test_playbook, test_smoke
 from tests.unit.test_contract import OUTPUTS
 

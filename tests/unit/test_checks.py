@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from refarch import checks
+from refarch.judge import checks
 
 DATA = Path(__file__).parent / "data"
 

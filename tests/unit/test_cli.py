@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from refarch import cli, hostcmds
+from refarch import cli
+from refarch.tools import hostcmds
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +84,7 @@ def test_good_main_job_arguments_pass(capsys):
 def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, capsys):
     import json
 
-    from refarch import localcloud
+    from refarch.clouds import local as localcloud
 
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
     monkeypatch.setattr(localcloud, "all_run_ids", lambda: {"hvd-a-kept01"})
@@ -104,7 +105,7 @@ def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, ca
 
 
 def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_path, monkeypatch):
-    from refarch.owner import Owner
+    from refarch.clouds.owner import Owner
 
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
     alive = Owner.current(tmp_path).labels()

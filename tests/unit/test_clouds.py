@@ -9,8 +9,9 @@ import pytest
 from openstack.compute.v2 import flavor as flavor_mod
 from openstack.compute.v2 import server as server_mod
 
-from refarch import clouds, localcloud
-from refarch import openstack as ostk
+from refarch.clouds import drivers as clouds
+from refarch.clouds import local as localcloud
+from refarch.clouds import openstack as ostk
 from refarch.errors import PreflightError
 from refarch.profile import load_profile
 from refarch.run import RunDir

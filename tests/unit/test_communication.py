@@ -7,9 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks, workloads
+from refarch.judge import checks
+from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.results import Results
+from refarch.pytest import workloads
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "communication"

@@ -1,4 +1,4 @@
-"""Side-by-side comparison (refarch.comparison, refarch.compare) offline:
+"""Side-by-side comparison (refarch.judge.comparison, refarch.judge.compare) offline:
 the statistics on figures measured on this machine, bad input refused
 before anything is deployed, the repetitions interleaved, and both
 clusters torn down on failure with no verdict written."""
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from refarch import compare, comparison, gate
 from refarch.errors import RefarchError
+from refarch.judge import compare, comparison, gate
 
 #: images/sec at np=2 (median of the steps) of seven runs of the same tree
 #: on one kept cluster, 2026-12-01 (ci/refarch test ... -k scaling).

@@ -9,10 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import exposure, localcloud
-from refarch.exposure import Probe
+from refarch.clouds import exposure
+from refarch.clouds import local as localcloud
+from refarch.clouds.exposure import Probe
+from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.results import Results
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "exposure"

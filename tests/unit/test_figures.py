@@ -1,9 +1,9 @@
-"""Figures with their spread (refarch.figures) and the efficiency property
+"""Figures with their spread (refarch.judge.figures) and the efficiency property
 fed recorded benchmark outputs of the local cloud (tests/unit/data/scaling):
 
 - unloaded-rounds: np=1, and np=2 with np=1 timed in 3 rounds beside it;
 - neighbour-no-rounds: four busy loops on node1 during the np=1 job
-  (refarch.neighbour), np=2 without rounds: the disturbed baseline makes
+  (refarch.judge.neighbour), np=2 without rounds: the disturbed baseline makes
   np=2 look superlinear (157 %; the issue's run: 136 %);
 - neighbour-rounds: the same neighbour, np=2 with rounds: np=1 alone 12.0,
   in rounds 31.6 images/sec;
@@ -18,9 +18,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks, figures, records
+from refarch.judge import checks, figures, records
+from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.results import Results
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "scaling"

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from refarch import gpu
+from refarch.judge import gpu
 
 DATA = Path(__file__).parent / "data" / "gpu"
 

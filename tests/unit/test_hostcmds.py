@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from refarch import hostcmds, hosttrace
 from refarch.errors import PreflightError
 from refarch.paths import ROOT
+from refarch.tools import hostcmds, hosttrace
 
 DATA = Path(__file__).parent / "data"
 
@@ -67,7 +67,7 @@ def test_a_command_removed_from_the_table_is_named():
     table = [row for row in hostcmds.load_table() if row.command != "nft"]
     missing = uncovered(table)
     assert missing and all(m.endswith(": nft") for m in missing), missing
-    assert any(m.startswith("refarch/faults.py:") for m in missing)
+    assert any(m.startswith("refarch/faults/cases.py:") for m in missing)
 
 
 def test_the_scanner_sees_the_forms_the_code_uses():
@@ -134,7 +134,7 @@ def test_a_unit_test_that_fails_inside_the_pipeline_stage_is_named():
                               "FAILED tests/unit/test_localcloud.py::test_preflight_names_every_missing_tool - assert")
 
 
-#: Recorded traces (refarch.hosttrace): what the tools the suite drives
+#: Recorded traces (refarch.tools.hosttrace): what the tools the suite drives
 #: started on the host, with the package of each program.
 TRACES = sorted(p.stem for p in hosttrace.TRACES.glob("*.tsv"))
 

@@ -2,7 +2,7 @@ import ipaddress
 
 import pytest
 
-from refarch import localcloud
+from refarch.clouds import local as localcloud
 from refarch.errors import PreflightError, RefarchError
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from refarch import mrnote
 from refarch.errors import RefarchError
+from refarch.report import mrnote
 
 DATA = Path(__file__).parent / "data" / "records"
 TOKEN = "glpat-unit-test-token"

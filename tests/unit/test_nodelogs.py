@@ -4,7 +4,7 @@ that cannot be reached says why."""
 
 import subprocess
 
-from refarch import nodelogs
+from refarch.pytest import nodelogs
 
 
 def test_the_script_runs_each_command_and_splits_back(monkeypatch):

@@ -18,7 +18,7 @@ from openstack.network import network_service
 from openstack.network.v2 import floating_ip, network, port, quota, router, security_group, security_group_rule, subnet
 from openstack.test import fakes
 
-from refarch import openstack as ostk
+from refarch.clouds import openstack as ostk
 from refarch.errors import PreflightError, RefarchError
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)

@@ -4,7 +4,7 @@ so no job ran)."""
 
 from pathlib import Path
 
-from refarch import pipeline
+from refarch.tools import pipeline
 
 DATA = Path(__file__).parent / "data" / "pipeline"
 

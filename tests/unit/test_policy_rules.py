@@ -4,8 +4,8 @@ followed to the outputs that carry them (F16)."""
 
 from pathlib import Path
 
-from refarch import policy
 from refarch.paths import TERRAFORM_DIR
+from refarch.tools import tfrules as policy
 
 FIXTURES = Path(__file__).resolve().parents[1] / "policy" / "fixtures"
 

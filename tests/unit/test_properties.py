@@ -10,10 +10,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch import checks, figures, properties
 from refarch.errors import ProfileError
+from refarch.judge import checks, figures, properties
+from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.results import Results
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "properties"

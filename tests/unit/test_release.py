@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from refarch import cli, gate, properties, records, version
+from refarch import cli, version
 from refarch.errors import RefarchError
+from refarch.judge import gate, properties, records
 from refarch.paths import ROOT
 
 DATA = Path(__file__).parent / "data" / "records"
@@ -195,7 +196,7 @@ def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
 
 
 def test_results_carry_version_tree_hash_and_tools(tmp_path):
-    from refarch.results import Results
+    from refarch.judge.results import Results
 
     data = Results("hvd-unit-000000", "local", "local", overrides={"nodes.count": 3}).as_dict()
     assert data["architecture_version"] == version.architecture_version()

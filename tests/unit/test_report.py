@@ -6,7 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
-from refarch import report
+from refarch.report import html as report
 
 RECORDED = Path(__file__).parent / "data" / "report" / "results.json"
 
@@ -49,7 +49,7 @@ def test_the_trend_lists_runs_oldest_first(tmp_path):
 
 
 def test_the_trend_shows_the_validation_records_per_version(tmp_path):
-    from refarch import records
+    from refarch.judge import records
 
     runs, root = tmp_path / "runs", tmp_path / "validation"
     runs.mkdir()

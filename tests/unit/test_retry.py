@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from refarch import ansible, retry
+from refarch import retry
 from refarch.errors import CommandError
+from refarch.tools import ansible
 
 DATA = Path(__file__).parent / "data" / "retry"
 

@@ -1,11 +1,11 @@
 """Role-scenario results are reused only with the same inputs, on the same
-machine, within a day, and say so (refarch.rolecache)."""
+machine, within a day, and say so (refarch.tools.rolecache)."""
 
 import time
 
 import pytest
 
-from refarch import rolecache
+from refarch.tools import rolecache
 
 
 @pytest.fixture
@@ -15,11 +15,11 @@ def tree(tmp_path, monkeypatch):
     root = tmp_path / "checkout"
     for rel in ["descriptors/ansible/molecule/openmpi/molecule.yml", "descriptors/ansible/roles/common/tasks/main.yml",
                 "descriptors/ansible/roles/openmpi/tasks/main.yml", "descriptors/ansible/roles/horovod/tasks/main.yml",
-                "refarch/checks.py", "tests/integration/test_nodes.py", "descriptors/versions.yml"]:
+                "refarch/judge/checks.py", "tests/integration/test_nodes.py", "descriptors/versions.yml"]:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
     (root / "tests/integration/test_nodes.py").write_text("from refarch import checks\n")
-    (root / "refarch/checks.py").write_text("from .proc import run\n")
+    (root / "refarch/judge/checks.py").write_text("from .proc import run\n")
     for module in ("proc", "faults"):
         (root / f"refarch/{module}.py").write_text(f"# {module}\n")
     return root
@@ -39,9 +39,11 @@ def test_the_key_follows_the_role_the_roles_before_it_and_the_suite_not_the_role
 
 
 def _loaded(tree, *names):
-    for name in ("cli", "pytest_plugin", *names):
-        (tree / f"refarch/{name}.py").write_text(f"# {name}\n")
-    return rolecache.module_hashes(["cli", "pytest_plugin", *names], tree)
+    for name in ("cli", "pytest.plugin", *names):
+        path = rolecache.module_path(name, tree)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"# {name}\n")
+    return rolecache.module_hashes(["cli", "pytest.plugin", *names], tree)
 
 
 def test_the_suite_code_counts_as_far_as_the_scenarios_processes_loaded_it(tree):
@@ -62,28 +64,28 @@ def test_the_suite_code_counts_as_far_as_the_scenarios_processes_loaded_it(tree)
 
 
 def test_the_templates_count_where_the_report_was_loaded(tree):
-    """The package's templates are read only through refarch.report: a new
+    """The package's templates are read only through refarch.report.html: a new
     section of the HTML report reruns a scenario whose processes rendered a
     report, and no other; neither is in the key itself."""
-    (tree / "refarch/templates").mkdir()
-    (tree / "refarch/templates/report.html.j2").write_text("<p>{{ verdict }}</p>\n")
+    (tree / "refarch/report/templates").mkdir(parents=True)
+    (tree / "refarch/report/templates/report.html.j2").write_text("<p>{{ verdict }}</p>\n")
     key = rolecache.scenario_key("openmpi", tree)
     rolecache.remember("openmpi", key, "roles-20261130-120000", 33.4, "openmpi.log", _loaded(tree, "proc"))
-    rolecache.remember("horovod", key, "roles-20261130-120000", 40.1, "horovod.log", _loaded(tree, "report"))
-    (tree / "refarch/templates/trend.html.j2").write_text("<h2>Side by side</h2>\n")
+    rolecache.remember("horovod", key, "roles-20261130-120000", 40.1, "horovod.log", _loaded(tree, "report.html"))
+    (tree / "refarch/report/templates/trend.html.j2").write_text("<h2>Side by side</h2>\n")
     assert rolecache.scenario_key("openmpi", tree) == key
     assert rolecache.lookup("openmpi", key, root=tree)["run"] == "roles-20261130-120000"
     assert rolecache.check("horovod", key, root=tree) == (
-        None, "refarch/report.py (or refarch/templates/) changed since its pass in run roles-20261130-120000")
+        None, "refarch/report/html.py (or refarch/report/templates/) changed since its pass in run roles-20261130-120000")
 
 
 def test_a_run_whose_processes_listed_no_cli_or_plugin_leaves_no_record(tree, tmp_path):
     listed = tmp_path / "openmpi.modules"
     listed.write_text("proc\ncli\n")
     key = rolecache.scenario_key("openmpi", tree)
-    with pytest.raises(ValueError, match="did not list pytest_plugin: no reuse record"):
-        rolecache.record_modules(rolecache.loaded_modules(listed), {"pytest_plugin", "roles"}, tree)
-    with pytest.raises(ValueError, match="did not list pytest_plugin: no reuse record"):
+    with pytest.raises(ValueError, match="did not list pytest.plugin: no reuse record"):
+        rolecache.record_modules(rolecache.loaded_modules(listed), {"pytest.plugin", "tools.roles"}, tree)
+    with pytest.raises(ValueError, match="did not list pytest.plugin: no reuse record"):
         rolecache.remember("openmpi", key, "roles-x", 1.0, "x.log", rolecache.module_hashes({"cli"}, tree))
     assert rolecache.loaded_modules(tmp_path / "nothing.modules") == set()
     assert rolecache.lookup("openmpi", key, root=tree) is None
@@ -102,8 +104,9 @@ def test_the_package_lists_the_modules_a_process_loaded_when_it_exits(tmp_path):
     listed = tmp_path / "loaded"
     env = {**os.environ, rolecache.LOADED_ENV: str(listed), "PYTHONPATH": str(ROOT)}
     for _ in range(2):
-        subprocess.run([sys.executable, "-c", "import refarch.errors"], env=env, check=True, cwd=tmp_path)
-    assert {"errors", "__init__", "__main__"} <= rolecache.loaded_modules(listed)
+        subprocess.run([sys.executable, "-c", "import refarch.errors, refarch.clouds.owner"], env=env, check=True,
+                       cwd=tmp_path)
+    assert {"errors", "clouds", "clouds.owner", "__init__", "__main__"} <= rolecache.loaded_modules(listed)
     assert listed.read_text().count("errors\n") == 2  # appended, not overwritten
 
 
@@ -124,3 +127,14 @@ def test_a_pass_is_reused_on_this_machine_within_a_day_only(tree, monkeypatch):
     monkeypatch.delenv("REFARCH_ROLES_REUSE")
     monkeypatch.setattr(rolecache, "machine_id", lambda: "another-host/0123")
     assert rolecache.lookup("openmpi", key, root=tree) is None
+
+
+def test_module_names_and_files_map_both_ways(tree):
+    """Dotted names below the package, as the processes list them, and the
+    files the records key: modules and sub-packages."""
+    (tree / "refarch/clouds").mkdir(parents=True)
+    assert rolecache.module_path("clouds.local", tree) == tree / "refarch/clouds/local.py"
+    assert rolecache.module_path("clouds", tree) == tree / "refarch/clouds/__init__.py"
+    assert rolecache.module_name("refarch/clouds/local.py") == "clouds.local"
+    assert rolecache.module_name("refarch/clouds/__init__.py") == "clouds"
+    assert rolecache.module_name("refarch/__init__.py") == "__init__"

@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from openstack.identity.v3 import application_credential, domain, project, role, user
 
-from refarch import openstack as ostk
-from refarch import results as results_mod
+from refarch.clouds import openstack as ostk
+from refarch.judge import results as results_mod
 from refarch.paths import ROOT
 from refarch.run import RunDir
-from refarch.terraform import Terraform
+from refarch.tools.terraform import Terraform
 
 from .test_openstack import fake_conn, res
 

@@ -1,9 +1,9 @@
-"""The main job's benchmark file (refarch.timings)."""
+"""The main job's benchmark file (refarch.report.timings)."""
 
 import json
 import os
 
-from refarch import timings
+from refarch.report import timings
 
 
 def _run(tmp_path, name, phases, mtime):

@@ -1,4 +1,4 @@
-"""The toolset image (refarch/toolset.py): its tag follows every input, an
+"""The toolset image (refarch/tools/toolset.py): its tag follows every input, an
 existing tag is not built again, a missing podman is one line, and a stage
 runs tox.ini's own commands."""
 
@@ -7,9 +7,10 @@ import subprocess
 
 import pytest
 
-from refarch import cli, proc, toolset
+from refarch import cli, proc
 from refarch.errors import RefarchError
 from refarch.paths import ROOT
+from refarch.tools import toolset
 
 TERRAFORM = ("1.11.4", "0" * 64)
 #: Inputs of a fake image.

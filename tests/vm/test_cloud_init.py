@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from refarch import vm
+from refarch.clouds import vm
 from refarch.errors import RefarchError
 from refarch.run import RunDir
 

@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from refarch import checks, vm
+from refarch.clouds import vm
+from refarch.judge import checks
 from refarch.paths import ROOT
 
 EXPORT, MOUNT, USER = "/srv/shared", "/shared", "hvd"

@@ -1,6 +1,6 @@
 # A root module that carries a secret the way real ones do: a variable
 # marked sensitive, used by a provisioner and passed to a sensitive output.
-# tests/unit/test_secrets.py drives it through refarch.terraform.
+# tests/unit/test_secrets.py drives it through refarch.tools.terraform.
 
 variable "api_password" {
   description = "A credential (the canary)."

@@ -1,0 +1,380 @@
+"""Cloud drivers: what differs between the local cloud and OpenStack.
+
+Everything after ``terraform apply`` reads the cluster contract and does not
+care which cloud made the nodes; before and around it, a driver supplies the
+preflight, the build artefacts, Terraform's inputs and environment, the
+sweep by run id, the leak check and the end of the run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import proc
+from ..errors import PreflightError
+from ..profile import Profile
+from ..tools import ansible
+from . import image, wheelhouse
+from . import local as localcloud
+from .owner import Owner
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..cluster import Cluster
+
+
+class LocalCloud:
+    """podman "machines" on this host (descriptors/terraform/local)."""
+
+    name = "local"
+
+    @staticmethod
+    def preflight(profile: Profile) -> None:
+        localcloud.preflight_tools()
+        ansible.preflight()
+        if profile.shared_storage.type != "sshfs":
+            raise PreflightError("the local cloud implements shared storage type sshfs only")
+        if profile.expect.gpus_per_node:
+            raise PreflightError(f"profile {profile.name} expects GPUs; the local cloud has none")
+
+    def prepared(self, cluster: Cluster) -> bool:
+        return bool(cluster.image_tag and cluster.wheelhouse)
+
+    def prepare(self, cluster: Cluster) -> None:
+        """Node image and wheelhouse (both cached)."""
+        t = cluster.profile.timeouts_s
+        with cluster.phase("image"):
+            cluster.image_tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout=t.image)
+        with cluster.phase("wheel"):
+            cluster.wheelhouse = wheelhouse.ensure_wheelhouse(
+                cluster.image_tag, cluster.rundir.logs / "wheel.log", timeout=t.wheel,
+                ca_files=cluster.ca_files())
+        cluster.rundir.update_meta(image=cluster.image_tag, wheelhouse=str(cluster.wheelhouse))
+
+    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        net = cluster.profile.network
+        owner = Owner.current(cluster.rundir.path)  # the deploying process labels what it makes
+        # One block of twice the size: the cluster's subnet, and beside it the
+        # probe subnet whose first half is the run's admin range (the exposure
+        # probes stand there and outside it).
+        block = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix - 1, cluster.run_id, owner)
+        subnet, probe_subnet = localcloud.split_block(block)
+        admin_cidr = localcloud.probe_ranges(probe_subnet)["admin"]
+        cluster.rundir.update_meta(subnet=subnet, probe_subnet=probe_subnet, owner=owner.labels())
+        storage = cluster.profile.shared_storage
+        return {
+            "run_id": cluster.run_id,
+            "node_count": cluster.profile.nodes.count,
+            "subnet_cidr": subnet,
+            "image": cluster.image_tag,
+            "flavor": {"memory_mb": cluster.profile.nodes.flavor.memory_mb},
+            "ssh_public_key_file": f"{key}.pub",
+            "ssh_private_key_file": str(key),
+            "ssh_known_hosts_file": str(known_hosts),
+            "shared_storage": {"export": storage.export, "mount_point": storage.mount_point},
+            "labels": owner.labels(),
+            "admin_cidrs": [admin_cidr],
+        }
+
+    def tf_env(self, cluster: Cluster) -> dict:
+        return {}
+
+    def ansible_vars(self, cluster: Cluster) -> dict:
+        if cluster.wheelhouse is None:
+            self.prepare(cluster)
+        return {"horovod_wheelhouse_src": str(cluster.wheelhouse)}
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        """Power the node off (systemd in the container shuts down cleanly)."""
+        proc.run(["podman", "stop", "-t", "30", f"{cluster.run_id}-{name}"], timeout=90)
+
+    def start_node(self, cluster: Cluster, name: str) -> None:
+        """Power the node on again: same address, same disk, a fresh boot."""
+        proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout=90)
+
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Make node ``name`` fail as ``mode`` (:data:`FAILURE_MODES`) says:
+        ``stop`` as :meth:`stop_node`; ``kill`` as a power cut: the node's
+        network goes silent, then SIGKILL to the container (systemd and every
+        process die at once, nothing is shut down; the FIN the kernel sends
+        for each socket of a killed process never leaves the node: measured,
+        SIGKILL alone let the peers see "Connection closed by remote host"
+        and go on within 0.8 s, which is a clean failure, not a power cut);
+        ``partition`` an nftables table in the node's network namespace drops
+        every packet in and out but loopback's (the node runs on, its
+        connections get no answer and no reset)."""
+        container = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.stop_node(cluster, name)
+        elif mode == "kill":
+            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+            proc.run(["podman", "kill", "--signal", "KILL", container], timeout=60)
+        elif mode == "partition":
+            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+        else:
+            raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
+
+    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Undo :meth:`fail_node`: start the node again (stop, kill) or
+        delete the partition table (the node's connections go on)."""
+        if mode == "partition":
+            container = f"{cluster.run_id}-{name}"
+            if proc.in_netns(container, "nft", "list", "table", "inet", PARTITION_TABLE, check=False).returncode == 0:
+                proc.in_netns(container, "nft", "delete", "table", "inet", PARTITION_TABLE)
+        else:
+            self.start_node(cluster, name)
+
+    def node_state(self, cluster: Cluster, name: str) -> str:
+        """"running", "stopped" (exited, stopped, created) or podman's own
+        state name of the node's container."""
+        r = proc.run(["podman", "inspect", "--format", "{{.State.Status}}", f"{cluster.run_id}-{name}"],
+                     timeout=60, check=False)
+        status = r.stdout.strip() or "missing"
+        return {"running": "running", "exited": "stopped", "stopped": "stopped",
+                "created": "stopped"}.get(status, status)
+
+    def sweep(self, cluster: Cluster, log: Path) -> dict:
+        return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
+
+    def leaks(self, cluster: Cluster) -> dict:
+        return localcloud.leaks(cluster.run_id, cluster.rundir.read_meta().get("subnet"))
+
+    def finish(self, cluster: Cluster) -> None:
+        """Nothing outlives the run: release its subnet reservation."""
+        localcloud.release_subnet(cluster.run_id)
+
+    @staticmethod
+    def sweep_stale(out=print) -> list[str]:
+        """Sweep runs whose owner process is gone (any checkout's), before a
+        new run is created."""
+        return localcloud.sweep_stale(out=out)
+
+
+class OpenStackCloud:
+    """An OpenStack project (descriptors/terraform/openstack), reached through
+    clouds.yaml; shared CI project or a throwaway project per run."""
+
+    name = "openstack"
+
+    def __init__(self):
+        self._conn = None
+        #: server name -> {port id: its security groups} while partitioned
+        self._partitioned: dict[str, dict[str, list[str]]] = {}
+
+    @staticmethod
+    def preflight(profile: Profile) -> None:
+        """Tools, clouds.yaml entry, credentials and endpoint: one line each."""
+        from . import openstack as ostk
+
+        ansible.preflight()
+        if not shutil.which("terraform"):
+            raise PreflightError("terraform (>= 1.5) is not on PATH")
+        if profile.shared_storage.type != "nfs":
+            raise PreflightError("the OpenStack target implements shared storage type nfs only")
+        ostk.connect(profile.openstack.cloud)
+
+    def conn(self, cluster: Cluster):
+        from . import openstack as ostk
+
+        if self._conn is None:
+            self._conn = ostk.connect(cluster.profile.openstack.cloud)
+        return self._conn
+
+    def prepared(self, cluster: Cluster) -> bool:
+        return (cluster.rundir.path / "baseline.json").exists()
+
+    def prepare(self, cluster: Cluster) -> None:
+        """Throwaway project (if asked for), quota preflight and baseline,
+        before anything else is created."""
+        from . import openstack as ostk
+
+        settings = cluster.profile.openstack
+        conn = self.conn(cluster)
+        with cluster.phase("prepare"):
+            meta = cluster.rundir.read_meta()
+            if settings.project_mode == "throwaway" and "project" not in meta:
+                tp = ostk.ThrowawayProject.create(
+                    conn, lambda pid: conn.connect_as_project(pid), cluster.run_id, settings.domain,
+                    settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
+                cluster.rundir.update_meta(project={"id": tp.project_id, "credential_id": tp.credential_id,
+                                                    "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name})
+                self._conn = ostk.connect(tp.cloud_name, str(tp.clouds_yaml))
+                conn = self._conn
+            flavor = conn.compute.find_flavor(settings.flavor_name, ignore_missing=False)
+            need = ostk.Need.for_cluster(cluster.profile.nodes.count, int(flavor.vcpus), int(flavor.ram),
+                                         cluster.profile.shared_storage.size_gb)
+            ostk.quota_preflight(conn, conn.current_project_id, need)
+            (cluster.rundir.path / "baseline.json").write_text(json.dumps(ostk.baseline(conn), indent=1))
+
+    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        s = cluster.profile.openstack
+        storage = cluster.profile.shared_storage
+        return {
+            "run_id": cluster.run_id, "node_count": cluster.profile.nodes.count,
+            "image_name": s.image_name, "flavor_name": s.flavor_name,
+            "external_network_name": s.external_network, "admin_cidr": s.admin_cidr,
+            "subnet_cidr": s.subnet_cidr, "dns_nameservers": s.dns_nameservers, "ssh_user": s.ssh_user,
+            "ssh_public_key_file": f"{key}.pub", "ssh_private_key_file": str(key),
+            "ssh_known_hosts_file": str(known_hosts), "volume_type": s.volume_type,
+            "availability_zone": s.availability_zone,
+            "shared_storage": {"export": storage.export, "mount_point": storage.mount_point,
+                               "size_gb": storage.size_gb},
+        }
+
+    def tf_env(self, cluster: Cluster) -> dict:
+        project = cluster.rundir.read_meta().get("project")
+        if project:
+            return {"OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
+        return {"OS_CLOUD": cluster.profile.openstack.cloud}
+
+    def ansible_vars(self, cluster: Cluster) -> dict:
+        # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
+        return {"horovod_wheelhouse_src": ""}
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        """Stop the node's server (SHUTOFF)."""
+        from . import openstack as ostk
+
+        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=False)
+
+    def start_node(self, cluster: Cluster, name: str) -> None:
+        """Start the node's server again (ACTIVE)."""
+        from . import openstack as ostk
+
+        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
+
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Make node ``name`` fail as ``mode`` says: ``stop`` as
+        :meth:`stop_node`; ``kill`` frozen at once
+        (:func:`refarch.clouds.openstack.power_cut`); ``partition`` its ports get a
+        security group without rules (:func:`refarch.clouds.openstack.partition`)."""
+        from . import openstack as ostk
+
+        server = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.stop_node(cluster, name)
+        elif mode == "kill":
+            ostk.power_cut(self.conn(cluster), server)
+        elif mode == "partition":
+            self._partitioned[server] = ostk.partition(self.conn(cluster), server, cluster.run_id)
+        else:
+            raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
+
+    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """Undo :meth:`fail_node` (start, boot afresh, or the ports' own
+        security groups back)."""
+        from . import openstack as ostk
+
+        server = f"{cluster.run_id}-{name}"
+        if mode == "stop":
+            self.start_node(cluster, name)
+        elif mode == "kill":
+            ostk.power_restored(self.conn(cluster), server)
+        elif mode == "partition":
+            ostk.heal(self.conn(cluster), self._partitioned.pop(server, {}))
+
+    def node_state(self, cluster: Cluster, name: str) -> str:
+        """"running" (ACTIVE), "stopped" (SHUTOFF, PAUSED) or Nova's status
+        in lower case (error, ..., missing)."""
+        from . import openstack as ostk
+
+        return ostk.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
+
+    def sweep(self, cluster: Cluster, log: Path) -> dict:
+        from . import openstack as ostk
+
+        report = ostk.janitor(self.conn(cluster), cluster.run_id, dt.timedelta(0), dry_run=False)
+        with open(log, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed}) + "\n")
+        swept: dict[str, list[str]] = {}
+        for kind, name in report.deleted:
+            swept.setdefault(kind, []).append(name)
+        return swept
+
+    def leaks(self, cluster: Cluster) -> dict:
+        from . import openstack as ostk
+
+        path = cluster.rundir.path / "baseline.json"
+        before = json.loads(path.read_text()) if path.exists() else {}
+        return ostk.leaks(self.conn(cluster), before)
+
+    @staticmethod
+    def sweep_stale(out=print) -> list[str]:
+        """Runs killed before their teardown are the janitor's (by age)."""
+        return []
+
+    def finish(self, cluster: Cluster) -> None:
+        """Delete the throwaway project (after its resources)."""
+        from . import openstack as ostk
+
+        project = cluster.rundir.read_meta().get("project")
+        if not project:
+            return
+        admin = ostk.connect(cluster.profile.openstack.cloud)
+        tp = ostk.ThrowawayProject(project["id"], cluster.run_id, project["credential_id"],
+                                   Path(project["clouds_yaml"]), project["cloud"])
+        tp.delete(admin, self.conn(cluster))
+
+
+#: How a node fails in the availability measurements (profile
+#: ``availability.failure_modes``): a clean shutdown, a hard power-off, and
+#: a network partition (the node runs on, cut off).
+FAILURE_MODES = ("stop", "kill", "partition")
+
+#: nftables table in a local node's network namespace that cuts it off
+#: (failure mode ``partition``).
+PARTITION_TABLE = "refarch_partition"
+
+
+def partition_ruleset(table: str = PARTITION_TABLE) -> str:
+    """nftables input for ``nft -f -`` in a node's namespace: drop every
+    packet in and out except loopback's, before any other table (priority
+    -400: ahead of conntrack, so established connections are cut too)."""
+    return (f"table inet {table} {{}}\ndelete table inet {table}\n"
+            f"table inet {table} {{\n"
+            "  chain input { type filter hook input priority -400; policy accept; iifname \"lo\" accept; drop; }\n"
+            "  chain output { type filter hook output priority -400; policy accept; oifname \"lo\" accept; drop; }\n"
+            "}\n")
+
+
+#: Fault cases only (refarch.faults.cases): ``stop-ignored`` gives a driver whose
+#: stop is accepted and does nothing, as an OpenStack server that stays
+#: ACTIVE after a stop call.
+FAULT_DRIVER_ENV = "REFARCH_FAULT_DRIVER"
+
+
+class StopIgnored:
+    """A cloud driver whose ``stop_node`` returns without stopping anything
+    (every other call goes to ``driver``): what the availability properties
+    must notice before they time anything."""
+
+    def __init__(self, driver):
+        self._driver = driver
+
+    def stop_node(self, cluster: Cluster, name: str) -> None:
+        return None
+
+    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+        """A stop or power-off the cloud accepts and does not carry out; a
+        partition is carried out."""
+        if mode == "partition":
+            self._driver.fail_node(cluster, name, mode)
+
+    def __getattr__(self, attr):
+        return getattr(self._driver, attr)
+
+
+def driver_for(profile: Profile):
+    """The cloud driver of ``profile.cloud`` (wrapped in a fault case's
+    faulty driver when :data:`FAULT_DRIVER_ENV` names one)."""
+    driver = {"local": LocalCloud, "openstack": OpenStackCloud}[profile.cloud]()
+    fault = os.environ.get(FAULT_DRIVER_ENV, "")
+    if fault == "stop-ignored":
+        return StopIgnored(driver)
+    if fault:
+        raise PreflightError(f"{FAULT_DRIVER_ENV}={fault!r}: the only faulty driver is 'stop-ignored'")
+    return driver

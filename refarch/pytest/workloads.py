@@ -1,0 +1,715 @@
+"""Training workloads on the deployed cluster, as session fixtures that the
+smoke checks and the properties share (each workload runs once per session).
+
+- ``single_rank_run`` / ``training_runs``: the synthetic-data benchmark
+  (``tf2_synthetic_benchmark.py``) at np=1 and np=N, one rank per node.
+- ``convergence_runs``: the digits convergence workload
+  (``digits_convergence.py``) at np=1 and np=N.
+
+Each run's whole output goes to ``logs/<workload>-np<N>.log`` in the run
+directory; a failure quotes the root-cause line and names that file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from contextlib import contextmanager
+
+import pytest
+
+from .. import childrun, progress
+from ..judge import causes, checks, figures
+from .plugin import HOROVOD_PYTHON, run_as
+
+#: Bytes per training step the cluster interface must carry at least during
+#: np=N: any model's gradients are larger; what else crosses the interface
+#: meanwhile (SSH, the shared storage) is far less (seen: 3.2 GB received
+#: plus sent per node for 15 ResNet-50 steps at 64x64, batch 16).
+MIN_BYTES_PER_STEP = 1 << 20
+
+
+def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, log=None) -> dict:
+    """Run ``<venv>/bin/<script_args>`` with horovodrun (Gloo) on ``hostlist``
+    (``node1:1,node2:1``) from ``host`` as the training user; return the
+    parsed ``REFARCH_RESULT`` dict.  Across nodes Horovod is pinned to the
+    cluster interface; a single-host run talks over loopback (horovodrun
+    rejects an interface pin there).
+
+    Fails the test (pytest.fail) past ``timeouts_s.smoke`` seconds or when
+    the job prints no result, quoting the root-cause line of its output.
+    """
+    pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
+    script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
+           f" --start-timeout {profile.smoke.start_timeout_s} {script}")
+    with progress.heartbeat(f"horovodrun {script_args.split()[0]} np={world_size} on {hostlist}", log=log):
+        r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
+    if log is not None:
+        log.write_text(f"$ {cmd}\nexit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
+    where = f" (full output: {log})" if log is not None else ""
+    name = script_args.split()[0]
+    if r.rc == 124:
+        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s{where}")
+    try:
+        return checks.parse_training_result(r.stdout)
+    except ValueError:
+        out = f"{r.stdout}\n{r.stderr}"
+        cause = checks.cause_line(out)
+        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
+
+
+def benchmark_args(profile, batch_size: int | None = None) -> str:
+    """The synthetic benchmark's command line from the profile's ``smoke``
+    (``batch_size`` images per rank per step; default smoke.batch_size).
+    Jobs at np > 1 time rank 0 alone in ``smoke.baseline_rounds`` rounds
+    beside their own steps (their np=1 baseline); with 0 the option is
+    left out (a tree whose benchmark predates it runs too)."""
+    s = profile.smoke
+    return (f"tf2_synthetic_benchmark.py --model {shlex.quote(s.model)} --image-size {s.image_size}"
+            f" --batch-size {batch_size or s.batch_size} --warmup-steps {s.warmup_steps} --steps {s.steps}"
+            f" --intra-op-threads {s.intra_op_threads}"
+            + (f" --baseline-rounds {s.baseline_rounds}" if s.baseline_rounds else ""))
+
+
+def convergence_args(profile, global_batch: int | None = None) -> str:
+    """The digits workload's command line from the profile's ``convergence``
+    (``global_batch`` images per step over all ranks; default the profile's)."""
+    c = profile.convergence
+    return (f"digits_convergence.py --epochs {c.epochs} --global-batch-size {global_batch or c.global_batch_size}"
+            f" --learning-rate {c.learning_rate} --test-fraction {c.test_fraction} --seed {c.seed}")
+
+
+def log_path(cluster, name: str):
+    """``<run dir>/logs/<name>``, or None without a run directory."""
+    rundir = getattr(cluster, "rundir", None)
+    return rundir.logs / name if rundir is not None else None
+
+
+def prelaunch_problems(hosts, cluster, iface: str) -> list[str]:
+    """Nodes where the interface Horovod will be pinned to does not carry the
+    node's cluster address (Gloo would fail with "Unable to find address")."""
+    problems = []
+    for node in cluster.contract.nodes:
+        have = hosts[node.name].run(f"ip -o -4 addr show dev {shlex.quote(iface)} 2>&1").stdout
+        if f" {node.address}/" not in have:
+            actual = hosts[node.name].check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+            problems.append(f"{node.name}: interface {iface} does not carry its cluster address {node.address} "
+                            f"(its cluster interface is {actual or 'missing'})")
+    return problems
+
+
+def cluster_iface_bytes(hosts, cluster) -> dict[str, int]:
+    """Bytes received plus sent so far (kernel counters) on each node's
+    cluster interface."""
+    out = {}
+    for node in cluster.contract.nodes:
+        h = hosts[node.name]
+        iface = h.check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+        stats = f"/sys/class/net/{iface}/statistics"
+        out[node.name] = sum(int(v) for v in h.check_output(f"cat {stats}/rx_bytes {stats}/tx_bytes").split())
+    return out
+
+
+@contextmanager
+def timed(results, phase: str):
+    """Add the seconds the block takes to ``results.test_phases_s[phase]``."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        spent = time.monotonic() - start
+        results.test_phases_s[phase] = round(results.test_phases_s.get(phase, 0) + spent, 1)
+
+
+def _launch_across(hosts, cluster, profile) -> None:
+    """Fail before launching np=N when the pinned interface is wrong on a node."""
+    first = hosts[cluster.contract.node_names[0]]
+    iface = run_as(first, profile.training_user.name, 'echo "$REFARCH_CLUSTER_IFACE"', timeout_s=30).stdout.strip()
+    problems = prelaunch_problems(hosts, cluster, iface)
+    if problems:
+        pytest.fail(f"not launched: Horovod would be pinned to {iface or '(unset)'}: " + "; ".join(problems))
+    # Every rank talks to every other: a faulty path hangs the job until
+    # its timeout, so it is named before the launch (refarch.judge.causes).
+    names = cluster.contract.node_names
+    cut = causes.path_problems(cluster, hosts, [(a, b) for a in names for b in names if a != b])
+    if cut:
+        pytest.fail("not launched across nodes: network path: " + "; ".join(cut))
+
+
+@pytest.fixture(scope="session")
+def single_rank_run(cluster, hosts, profile, results) -> dict:
+    """The benchmark at np=1 on the first node (judged on its own: a failure
+    across nodes does not hide whether one rank trains)."""
+    first = cluster.contract.node_names[0]
+    with timed(results, "smoke"):
+        run = horovodrun(hosts[first], profile, benchmark_args(profile), f"{first}:1", 1,
+                         log_path(cluster, "smoke-np1.log"))
+    run["log"] = str(log_path(cluster, "smoke-np1.log"))
+    results.smoke["runs"] = [run]
+    results.smoke["config"] = profile.smoke.model_dump()
+    return run
+
+
+@pytest.fixture(scope="session")
+def training_runs(single_rank_run, cluster, hosts, profile, results) -> dict:
+    """np=1 and np=N (one rank per node): {world size: result dict}.  Before
+    launching across nodes, the interface Horovod is pinned to must carry
+    the cluster address on every node; the cluster interfaces' byte
+    counters around np=N go into the result (``cluster_iface_bytes``)."""
+    names = cluster.contract.node_names
+    runs = {1: single_rank_run}
+    if len(names) > 1:
+        _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"smoke-np{len(names)}.log")
+        with timed(results, "smoke"):
+            before = cluster_iface_bytes(hosts, cluster)
+            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile),
+                             ",".join(f"{n}:1" for n in names), len(names), log)
+            after = cluster_iface_bytes(hosts, cluster)
+        run["cluster_iface_bytes"] = {n: after[n] - before[n] for n in names}
+        run["log"] = str(log)
+        runs[len(names)] = run
+        results.smoke["runs"] = list(runs.values())
+    return runs
+
+
+@pytest.fixture(scope="session")
+def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
+    """The scaling table: for every (batch size, world size) of
+    :meth:`refarch.profile.Profile.scaling_points`, images/sec and
+    efficiency as medians with their 95 % intervals
+    (:func:`refarch.judge.figures.scaling_row`); world size w runs one rank on
+    each of the first w nodes.  The smoke runs (np=1, np=N at the smoke
+    batch size) are reused.  Fails naming the log when a job's step times
+    give no figure."""
+    names = cluster.contract.node_names
+    by_point = {(profile.smoke.batch_size, w): r for w, r in training_runs.items()}
+    for batch, world_size in profile.scaling_points():
+        if (batch, world_size) in by_point:
+            continue
+        if world_size > 1:
+            _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"scaling-b{batch}-np{world_size}.log")
+        with timed(results, "smoke"):
+            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile, batch),
+                             ",".join(f"{n}:1" for n in names[:world_size]), world_size, log)
+        run["log"] = str(log)
+        by_point[(batch, world_size)] = run
+    table = []
+    for batch, world_size in profile.scaling_points():
+        run = by_point[(batch, world_size)]
+        try:
+            row = figures.scaling_row(run, by_point[(batch, 1)])
+        except ValueError as exc:
+            pytest.fail(f"batch {batch} np={world_size}: no figure from its step times: {exc} "
+                        f"(full output: {run.get('log')})")
+        table.append({**row, "log": run.get("log")})
+    results.smoke["scaling"] = table
+    return table
+
+
+@pytest.fixture(scope="session")
+def convergence_runs(cluster, hosts, profile, results) -> dict:
+    """The digits workload at np=1 and np=N: {world size: result dict}.
+    Both use the same global batch: the profile's, rounded down to a
+    multiple of N so that it splits evenly over the ranks (32 -> 30 at N=3)."""
+    names = cluster.contract.node_names
+    global_batch = profile.convergence.global_batch_size
+    global_batch -= global_batch % len(names)
+    runs = {}
+    for world_size in sorted({1, len(names)}):
+        hostlist = ",".join(f"{n}:1" for n in names[:world_size])
+        if world_size > 1:
+            _launch_across(hosts, cluster, profile)
+        log = log_path(cluster, f"convergence-np{world_size}.log")
+        with timed(results, "properties"):
+            run = horovodrun(hosts[names[0]], profile, convergence_args(profile, global_batch), hostlist,
+                             world_size, log)
+        run["log"] = str(log)
+        runs[world_size] = run
+    results.convergence = {"config": profile.convergence.model_dump(), "runs": list(runs.values())}
+    return runs
+
+
+#: Port the iperf3 server of a pair listens on while it is measured (between
+#: members: the network policy admits it).
+IPERF_PORT = 5201
+
+
+def iperf3_bytes_per_sec(client, server_host, server_address: str, user: str, seconds: int = 3) -> float:
+    """Raw TCP throughput from ``client`` to ``server_address`` in bytes/s
+    (iperf3, one stream, ``seconds`` long, received side).  The one-off
+    server on ``server_host`` is stopped afterwards, also on failure.
+
+    Raises:
+        RuntimeError: iperf3 failed; the message names both ends and
+            iperf3's error.
+    """
+    import json
+
+    pidfile = "/tmp/.refarch-iperf3.pid"
+    start = run_as(server_host, user, f"iperf3 -s -1 -D -p {IPERF_PORT} -I {pidfile}", timeout_s=30)
+    try:
+        if start.rc != 0:
+            raise RuntimeError(f"iperf3 server did not start: {(start.stderr or start.stdout).strip()[:300]}")
+        r = run_as(client, user, f"iperf3 -c {server_address} -p {IPERF_PORT} -t {seconds} -J --connect-timeout 5000",
+                   timeout_s=seconds + 30)
+        data = json.loads(r.stdout or "{}")
+        if "error" in data:
+            raise RuntimeError(f"iperf3 to {server_address}:{IPERF_PORT} failed: {data['error']}")
+        if r.rc != 0 or "end" not in data:
+            raise RuntimeError(f"iperf3 to {server_address}:{IPERF_PORT} failed (exit {r.rc}): "
+                               f"{(r.stderr or r.stdout).strip()[:300]}")
+        return data["end"]["sum_received"]["bits_per_second"] / 8
+    finally:
+        run_as(server_host, user, f"test -f {pidfile} && kill $(cat {pidfile}) 2>/dev/null; rm -f {pidfile}; true",
+               timeout_s=30)
+
+
+def allreduce_args(profile) -> str:
+    """The allreduce benchmark's command line from ``communication``."""
+    c = profile.communication
+    return (f"allreduce_bench.py --sizes-mib {','.join(str(s) for s in c.sizes_mib)}"
+            f" --warmup {c.warmup} --iterations {c.iterations}")
+
+
+@pytest.fixture(scope="session")
+def communication_runs(cluster, hosts, profile, results) -> list[dict]:
+    """For every pair of nodes (a, b): raw TCP a -> b (iperf3, bytes/s) and
+    Horovod's allreduce bus bandwidth between them per message size
+    (``allreduce_bench.py`` at np=2); one dict per pair.  A pair that cannot
+    be measured is reported with ``error`` naming both nodes."""
+    from itertools import combinations
+
+    user = profile.training_user.name
+    names = cluster.contract.node_names
+    pairs = []
+    with timed(results, "properties"):
+        if len(names) > 1:
+            _launch_across(hosts, cluster, profile)
+        for a, b in combinations(names, 2):
+            pair = {"pair": [a, b]}
+            try:
+                pair["tcp_Bps"] = iperf3_bytes_per_sec(hosts[a], hosts[b], cluster.contract.node(b).address, user,
+                                                       profile.communication.tcp_seconds)
+            except RuntimeError as exc:
+                pair["error"] = f"{a} -> {b}: {exc}"
+                pairs.append(pair)
+                continue
+            log = log_path(cluster, f"allreduce-{a}-{b}.log")
+            run = horovodrun(hosts[a], profile, allreduce_args(profile), f"{a}:1,{b}:1", 2, log)
+            pair["sizes"] = [{**s, "busbw_to_tcp": s["busbw_Bps"] / pair["tcp_Bps"]} for s in run["sizes"]]
+            pair["log"] = str(log)
+            pairs.append(pair)
+    results.communication = {"config": profile.communication.model_dump(), "pairs": pairs}
+    return pairs
+
+
+# Availability: nodes stopped and started by the cloud driver ----------------------
+def node_clock(host) -> float:
+    """The node's clock now, in seconds since the epoch."""
+    return float(host.check_output("date +%s.%N"))
+
+
+def wait_until(what: str, predicate, timeout_s: float, interval_s: float = 1.0, on_timeout=None):
+    """Poll ``predicate()`` until it returns a truthy value (returned) or
+    ``timeout_s`` seconds pass; then pytest.fail naming ``what`` (plus
+    ``on_timeout()``, e.g. the root cause from a log)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            extra = on_timeout() if on_timeout else ""
+            pytest.fail(f"{what}: not within {timeout_s:.0f} s{extra}")
+        time.sleep(interval_s)
+
+
+def node_healthy(cluster, name: str, mount_point: str) -> bool:
+    """The node answers SSH on a new connection, its share is usable (listed
+    within 10 s) and chrony is synchronised: what a restarted node needs
+    before it can train again."""
+    from .. import proc
+
+    check = (f"timeout 10 ls -A {shlex.quote(mount_point)} >/dev/null && "
+             "chronyc -n tracking | grep -q 'Leap status *: Normal'")
+    r = proc.ssh_fresh(cluster.rundir.ssh_dir / "config", name, check, connect_timeout_s=3, timeout=30)
+    return r.returncode == 0
+
+
+def _answers_ssh(cluster, hosts, name: str) -> tuple[bool, str]:
+    """Whether a TCP connection to node ``name``'s SSH port from a surviving
+    node (from this host on a one-node cluster) is answered within 5 s, and
+    who asked."""
+    import socket
+
+    address = cluster.contract.node(name).address
+    peers = [n for n in cluster.contract.node_names if n != name]
+    if peers:
+        r = hosts[peers[0]].run(f"timeout 5 bash -c 'exec 3<>/dev/tcp/{address}/22' 2>/dev/null")
+        return r.rc == 0, peers[0]
+    try:
+        socket.create_connection((address, 22), timeout=5).close()
+        return True, "this host"
+    except OSError:
+        return False, "this host"
+
+
+def still_up(cluster, hosts, name: str) -> str:
+    """Empty when node ``name`` is down: the cloud reports it stopped and a
+    TCP connection to its SSH port from a surviving node (from this host on
+    a one-node cluster) is refused or times out (5 s).  Otherwise what says
+    it is still up, e.g. "still answers SSH from node1 (cloud state
+    running)"."""
+    return failure_missing(cluster, hosts, name, "stop")
+
+
+def failure_missing(cluster, hosts, name: str, mode: str) -> str:
+    """Empty when failure ``mode`` of node ``name`` is in effect: no answer on
+    SSH from a surviving node, and the cloud says stopped (``stop``,
+    ``kill``) or running (``partition``: the node runs on, cut off).
+    Otherwise what says it is not, e.g. "still answers SSH from node1 (cloud
+    state running)"."""
+    state = cluster.driver.node_state(cluster, name)
+    answers, peer = _answers_ssh(cluster, hosts, name)
+    if answers:
+        return f"still answers SSH from {peer} (cloud state {state})"
+    if mode == "partition" and state != "running":
+        return f"is {state} in the cloud: a partitioned node must run on, cut off"
+    if mode != "partition" and state != "stopped":
+        return f"is {state} in the cloud although SSH from {peer} gets no answer"
+    return ""
+
+
+#: What each failure mode's call is named in messages.
+_FAILURE_CALL = {"stop": "stop_node", "kill": "the power-off", "partition": "the partition"}
+
+
+def prove_down(cluster, hosts, name: str, timeout_s: float = 30, mode: str = "stop") -> float:
+    """Wait until failure ``mode`` of node ``name`` is in effect
+    (:func:`failure_missing`; for ``stop``, the node is down), at most
+    ``timeout_s`` seconds after the cloud's call returned; returns the
+    seconds it took.  A property that times a failure is measured only after
+    this proof.
+
+    Raises:
+        pytest.fail: "<node> still answers SSH from node1 (cloud state
+            running) 30 s after stop_node returned" (a stop the cloud accepted
+            but did not carry out).
+    """
+    start = time.monotonic()
+    while True:
+        why = failure_missing(cluster, hosts, name, mode)
+        if not why:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout_s:
+            what = "the node was never down" if mode != "partition" else "the node was never cut off"
+            pytest.fail(f"{name} {why} {timeout_s:.0f} s after {_FAILURE_CALL[mode]} returned: {what}, "
+                        "so nothing was measured")
+        time.sleep(1)
+
+
+@pytest.fixture(scope="session")
+def restart_run(cluster, hosts, profile, results, run_state) -> dict:
+    """The last node is stopped by the cloud driver, proven down
+    (:func:`prove_down`: the cloud says stopped, a peer gets no answer on
+    SSH) and started again; ``healthy_s`` is the seconds from the start
+    until SSH, the share and the clock are healthy; then its node checks
+    (and the cluster checks) run again in a child pytest, without Ansible:
+    ``failed`` lists any that fail, ``checks_passed`` counts the passed
+    ones (none passed proves nothing)."""
+    names = cluster.contract.node_names
+    name, a = names[-1], profile.availability
+    mount = cluster.contract.shared_storage["mount_point"]
+    with timed(results, "availability"):
+        cluster.driver.stop_node(cluster, name)
+        try:
+            down_s = prove_down(cluster, hosts, name)
+        except BaseException:
+            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            raise
+        start = time.monotonic()
+        try:
+            cluster.driver.start_node(cluster, name)
+            wait_until(f"{name} healthy after its restart (SSH, {mount} usable, chrony synchronised)",
+                       lambda: node_healthy(cluster, name, mount), a.restart_timeout_s)
+        except BaseException:
+            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            raise
+        healthy_s = time.monotonic() - start
+        run_state.reachability.pop(name, None)
+        causes.forget_paths(cluster.run_id)
+        junit = cluster.rundir.logs / f"restart-{name}-checks-{int(time.time())}.xml"
+        others = [n for n in names if n != name]
+        outcomes = childrun.run_checks(cluster.run_id, f"not ({' or '.join(others)})" if others else "", junit,
+                                       tests=("tests/integration/test_nodes.py", "tests/integration/test_cluster.py"))
+    failed = {t: m.strip().splitlines()[0][:300] for t, (o, m) in outcomes.items() if o == "failed"}
+    passed = sum(1 for o, _ in outcomes.values() if o == "passed")
+    run = {"node": name, "down_after_stop_s": round(down_s, 1), "healthy_s": round(healthy_s, 1),
+           "checks_run": len(outcomes), "checks_passed": passed, "failed": failed, "junit": str(junit)}
+    results.availability["restart"] = run
+    return run
+
+
+def _steps(text: str) -> list[dict]:
+    return checks.tagged(text, "REFARCH_STEP")
+
+
+def steps_repeated(steps: list[dict]) -> int:
+    """The most steps trained twice after a reset: when rank 0's step count
+    goes back from ``s`` to ``r`` (restored from the last commit), steps
+    r..s were repeated (s - r + 1)."""
+    worst, high = 0, -1
+    for entry in steps:
+        if entry["step"] <= high:
+            worst = max(worst, high - entry["step"] + 1)
+        high = max(high, entry["step"])
+    return worst
+
+
+@pytest.fixture(scope="session")
+def elastic_runs(cluster, hosts, profile, results):
+    """``run(mode) -> dict``: the elastic job of :func:`elastic_job` for
+    failure ``mode``, run once per session on first use (a failure is kept
+    and raised again, not run twice)."""
+    done: dict[str, dict | BaseException] = {}
+
+    def run(mode: str) -> dict:
+        if mode not in done:
+            try:
+                done[mode] = elastic_job(cluster, hosts, profile, results, mode)
+            except BaseException as exc:  # pytest.fail included: the next property of the mode says the same
+                done[mode] = exc
+        if isinstance(done[mode], BaseException):
+            raise done[mode]
+        return done[mode]
+
+    return run
+
+
+def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
+    """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
+    the shared hosts file); mid-training the last node fails as ``mode``
+    says (:data:`refarch.clouds.drivers.FAILURE_MODES`: stopped, killed or cut off
+    by the cloud driver) while it is still listed (a failure, not a
+    scale-down), the failure proven (:func:`prove_down`), then it is
+    restored; it stays listed throughout, and the launcher's blacklist
+    cooldown lets it back in.  The job is ended once it trains at full size
+    again (or, when the node never rejoins, after
+    ``availability.step_timeout_s``).
+
+    Before recovery is timed the job must have seen the failure: a line of
+    :data:`refarch.judge.checks.FAILURE_SEEN` in its output (``failure_seen``)
+    and a step at world size N-1 after the stop.  Returns recovery_s (stop
+    -> first step at N-1), rejoin_s (node healthy again -> first step at N;
+    None and ``rejoin_error`` when it never came), the world sizes seen,
+    the steps repeated, the job's result and ``timeline``: the events on
+    the first node's clock, seconds after the failure (failed, proven,
+    first step at N-1, restored, healthy, first step at N) with the driver's
+    decisions from the job's output; also written to
+    ``logs/availability-<mode>-<time>.json``."""
+    names = cluster.contract.node_names
+    n, first, victim = len(names), names[0], names[-1]
+    a, user = profile.availability, profile.training_user.name
+    mount = cluster.contract.shared_storage["mount_point"]
+    stamp = int(time.time())
+    what = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
+    events: list[tuple[str, float]] = []
+    token = f"{cluster.run_id}-{stamp}"
+    hosts_file, until = f"{mount}/.horovod/elastic-hosts", f"{mount}/.horovod/refarch-elastic-done-{token}"
+    log = f"/tmp/refarch-elastic-{token}.log"
+    node1 = hosts[first]
+    original = run_as(node1, user, f"cat {hosts_file}", timeout_s=30).stdout
+    slots = {line.split(":")[0]: line for line in original.split() if ":" in line}
+
+    def listing(members):
+        text = "\\n".join(slots.get(m, f"{m}:1") for m in members)
+        run_as(node1, user, f"printf '{text}\\n' > {hosts_file}.new && mv {hosts_file}.new {hosts_file}", timeout_s=30)
+
+    def read_log() -> str:
+        return run_as(node1, user, f"cat {log} 2>/dev/null", timeout_s=30).stdout
+
+    def cause() -> str:
+        text = read_log()
+        return f": {checks.cause_line(text) or 'the job printed nothing'} (full output: {local_log})"
+
+    def still_training() -> str:
+        steps = _steps(read_log())
+        if not steps or steps[-1]["t"] <= t_back:
+            return cause()
+        last = steps[-1]
+        return (f"; it trains on at world size {last['size']} (step {last['step']}), so {victim} was never "
+                "taken back (Horovod blacklists a failed host for good unless --blacklist-cooldown-range is given)")
+
+    def survivors_wait() -> str:
+        """Where the survivors wait when the job does not go on: Gloo's
+        timeout in their output, and the driver's SSH session to the victim
+        (Horovod takes a host as failed only when that session ends)."""
+        text, parts = read_log(), []
+        gloo = next((line.strip() for line in text.splitlines() if "Timed out waiting" in line), "")
+        if gloo:
+            parts.append(f"the survivors' collective timed out ({gloo[gloo.find('Timed out'):][:90]}) and they "
+                         "wait for the driver")
+        session = run_as(node1, user, f"pgrep -u {user} -af '{_not_self(f'StrictHostKeyChecking=no {victim} ')}'", timeout_s=30)
+        if session.rc == 0 and session.stdout.strip():
+            alive = run_as(node1, user, f"ssh -G {victim} | grep -E '^(serveraliveinterval|serveralivecountmax) '",
+                           timeout_s=30).stdout.split()
+            parts.append(f"the elastic driver on {first} still waits on its SSH session to {victim} (the one that "
+                         f"launched its worker; {' '.join(alive) or 'no ServerAlive settings'}): Horovod takes a "
+                         "host as failed only when that session ends")
+        return (": " + "; ".join(parts) + f" (full output: {local_log})") if parts else cause()
+
+    def step_where(cond):
+        return next((s for s in _steps(read_log()) if cond(s)), None)
+
+    script = (f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/elastic_train.py --until-file {until}"
+              f" --commit-every {a.commit_every} --step-sleep {a.step_sleep_s}")
+    cmd = (f"cd /tmp && horovodrun-elastic --min-np {n - 1} --max-np {n} -np {n}"
+           f" --start-timeout {profile.smoke.start_timeout_s} {script} > {log} 2>&1")
+    box: dict = {}
+    # Each elastic job keeps its own evidence: a fault case's job in the same
+    # run must not overwrite the property's log.
+    local_log = log_path(cluster, f"elastic-{mode}-{stamp}.log")
+    import threading
+
+    job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
+                           daemon=True)
+    failed, rejoin_error, down_s = False, "", None
+    with timed(results, "availability"):
+        listing(names)
+        job.start()
+        try:
+            wait_until(f"elastic job trains at world size {n}", lambda: step_where(
+                lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
+            # The victim stays listed: the survivors must notice the failure.
+            t_stop = node_clock(node1)
+            events.append(("failed", t_stop))
+            failed = True
+            cluster.driver.fail_node(cluster, victim, mode)
+            down_s = prove_down(cluster, hosts, victim, mode=mode)
+            events.append(("failure proven", node_clock(node1)))
+            shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was {what}",
+                                lambda: step_where(lambda s: s["size"] == n - 1 and s["t"] > t_stop),
+                                a.step_timeout_s, on_timeout=survivors_wait)
+            events.append((f"first step at world size {n - 1}", shrunk["t"]))
+            events.append(("restored", node_clock(node1)))
+            cluster.driver.restore_node(cluster, victim, mode)
+            failed = False
+            wait_until(f"{victim} healthy after it was restored", lambda: node_healthy(cluster, victim, mount),
+                       a.restart_timeout_s)
+            t_back = node_clock(node1)
+            events.append(("healthy", t_back))
+            # A node that never rejoins fails the rejoin property only: the
+            # job is still ended and the recovery measured.
+            try:
+                grown = wait_until(f"elastic job back at world size {n} after {victim} was "
+                                   + ("started again" if mode != "partition" else "reconnected"),
+                                   lambda: step_where(lambda s: s["size"] == n and s["t"] > t_back),
+                                   a.step_timeout_s, on_timeout=still_training)
+                events.append((f"first step at world size {n}", grown["t"]))
+            except pytest.fail.Exception as exc:
+                grown, rejoin_error = None, str(exc)
+            run_as(node1, user, f"touch {until}", timeout_s=30)
+            job.join(a.job_timeout_s)
+        finally:
+            if failed:  # never leave a node down or cut off for the next checks
+                cluster.driver.restore_node(cluster, victim, mode)
+            if job.is_alive():
+                # The launcher and its workers all carry this job's until-file
+                # on their command line: asked to stop, then killed.  (A
+                # launcher waiting on a lost host's SSH session outlived a
+                # plain SIGTERM and held its rendezvous port for an hour.)
+                run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f -- '{_job_pattern(until)}'; "
+                       f"sleep 5; pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=60)
+                job.join(60)
+            left = _kill_leftovers(hosts, names, user, until)
+            listing(names)
+            text = read_log()
+            if local_log is not None:
+                local_log.write_text(text, encoding="utf-8")
+            run_as(node1, user, f"rm -f {until} {log}", timeout_s=30)
+    if left:
+        pytest.fail(f"the elastic job's processes outlived it (killed now): {'; '.join(left)} "
+                    f"(full output: {local_log})")
+    r = box.get("r")
+    if r is None or r.rc != 0:
+        pytest.fail(f"elastic job did not finish (exit {getattr(r, 'rc', '?')}): "
+                    f"{checks.cause_line(text) or 'it printed nothing'} (full output: {local_log})")
+    steps = _steps(text)
+    sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
+    failure_seen = checks.failure_evidence(text)
+    if not failure_seen:
+        pytest.fail(f"the elastic job went on at world size {n - 1} after {victim} was {what}, but its output "
+                    "shows no failure of a worker (no exit status, closed connection or blacklisted host): it "
+                    f"did not notice the failure it is timed on (full output: {local_log})")
+    run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
+           "down_after_stop_s": round(down_s, 1), "failure_seen": failure_seen,
+           "rejoin_s": round(grown["t"] - t_back, 2) if grown else None, "rejoin_error": rejoin_error,
+           "steps_repeated": steps_repeated(steps),
+           "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
+           "log": str(local_log), "mode": mode,
+           "timeline": timeline(events, t_stop, text)}
+    evidence = log_path(cluster, f"availability-{mode}-{stamp}.json")
+    if evidence is not None:
+        evidence.write_text(json.dumps(run, indent=2), encoding="utf-8")
+        run["evidence"] = str(evidence)
+    results.availability["elastic" if mode == "stop" else f"elastic_{mode}"] = run
+    return run
+
+
+def _not_self(text: str) -> str:
+    """pgrep/pkill -f pattern for the literal ``text`` that does not match
+    itself: the shell that runs pgrep has the pattern on its own command
+    line, so ``[x]rest`` (still matching "xrest") keeps it out."""
+    return f"[{text[0]}]{text[1:]}"
+
+
+def _job_pattern(until: str) -> str:
+    """pgrep/pkill -f pattern of an elastic job's processes: its until-file
+    option (:func:`_not_self`)."""
+    return _not_self(f"--until-file {until}")
+
+
+def _kill_leftovers(hosts, names: list[str], user: str, until: str) -> list[str]:
+    """Kill every process of ``user`` whose command line names the elastic
+    job's ``until`` file on any of ``names`` (SIGKILL); returns
+    "<node>: <pid> <command>" for each one found.  A node that does not
+    answer (still booting after a kill) is passed over: it has no process of
+    the job."""
+    found = []
+    for name in names:
+        try:
+            r = run_as(hosts[name], user, f"pgrep -u {user} -af -- '{_job_pattern(until)}' "
+                                          f"&& pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=30)
+        except Exception:  # noqa: BLE001 - unreachable node: nothing of the job runs there
+            continue
+        found += [f"{name}: {line.strip()[:160]}" for line in r.stdout.splitlines() if line.strip()]
+    return found
+
+
+#: Lines of an elastic job's output that show what the driver and the
+#: workers decided after a failure (worker exits, Gloo's timeouts and resets,
+#: blacklisting, resets and new rendezvous).
+DECISION = re.compile(r"Process \d+ exit with status code|closed by remote host|Connection (?:closed|reset)|"
+                      r"[Bb]lacklist|Timed out waiting|HorovodInternalError|reset workers|rendezvous|"
+                      r"all \d+ workers recorded|record state")
+
+
+#: The build folder Horovod's messages name their sources by
+#: (``/tmp/pip-wheel-x/horovod_<hash>/``): left out of the decisions.
+BUILD_PATH = re.compile(r"/tmp/pip-wheel-[^/\s]+/horovod_[0-9a-f]+/")
+
+
+def timeline(events: list[tuple[str, float]], t0: float, output: str, limit: int = 20) -> dict:
+    """The availability timeline: ``events`` (name, epoch seconds on one
+    node's clock) as seconds after ``t0`` (the failure), in time order, and
+    up to ``limit`` lines of the job's ``output`` matching :data:`DECISION`
+    (without :data:`BUILD_PATH`, stripped, 200 characters at most)."""
+    decisions = [BUILD_PATH.sub("", line).strip()[:200] for line in output.splitlines()
+                 if DECISION.search(line)][:limit]
+    return {"events": [{"event": name, "t_s": round(t - t0, 2)} for name, t in sorted(events, key=lambda e: e[1])],
+            "decisions": decisions}
