@@ -7,7 +7,7 @@ it, a TCP session that hangs because the network path between two nodes
 drops large packets.  The pure functions here judge recorded outputs
 (unit-tested on real ones in tests/unit/data/causes); the gatherers take
 pytest-testinfra hosts and run as root on the node named, over the same
-admin SSH path the node logs use (refarch.pytest.plugin.collect_node_logs).
+admin SSH path the node logs use (refarch.pytest.nodelogs.collect_node_logs).
 
 Field reports these stand for: FAULTS.md F18 (path MTU blackhole), F19
 (sshd's own refusal), F20 (the share's server side).

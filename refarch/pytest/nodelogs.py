@@ -16,7 +16,12 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import pytest
+
 from .. import proc
+from ..paths import runs_dir
+from .hosts import probe_ssh
+from .state import STATE, RunState, say
 
 #: File name -> command run as root on the node.
 COMMANDS: dict[str, str] = {
@@ -115,3 +120,41 @@ def collect(rundir: Path, nodes: list[str], unreachable: dict[str, str] | None =
             files.append(f"{name}.txt")
         written[node] = files
     return written
+
+
+def collect_node_logs(config, state: RunState) -> None:
+    """When any test failed or errored, copy every node's logs to
+    ``runs/<id>/nodes/<node>/`` (refarch.pytest.nodelogs) before teardown; never
+    raises (a log that cannot be read must not hide the failure)."""
+    counts = state.results.counts()
+    cluster = state.cluster
+    if not (counts.get("failed") or counts.get("error")) or cluster is None or state.existing is not None:
+        return
+    if cluster.contract is None or state.results.node_logs:
+        return
+    try:
+        state.reachability.clear()  # judge reachability now, not as it was during the checks
+        names = cluster.contract.node_names
+        down = {n: w for n in names if (w := probe_ssh(cluster, state, n))}
+        local = state.profile.cloud == "local"
+        written = collect(cluster.rundir.path, names, down,
+                                   container_of=(lambda n: f"{cluster.run_id}-{n}") if local else None)
+        state.results.node_logs = {"dir": str(cluster.rundir.path / "nodes"), "nodes": written}
+        say(config, f"refarch: node logs of the failed run in {cluster.rundir.path / 'nodes'}/")
+    except Exception as exc:  # noqa: BLE001 - diagnosis must not break teardown
+        say(config, f"refarch: node logs not collected: {exc}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed check's report names the folder its node's logs go to."""
+    report = yield
+    state = item.config.stash.get(STATE, None)
+    if report.failed and state is not None and state.existing is None and hasattr(report.longrepr, "addsection"):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        folder = runs_dir() / state.run_id / "nodes"
+        where = folder / params["node_name"] if "node_name" in params else folder
+        report.longrepr.addsection("node logs", f"collected before teardown into {where}/")
+    return report
+
+

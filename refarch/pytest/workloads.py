@@ -22,7 +22,7 @@ import pytest
 
 from .. import childrun, progress
 from ..judge import causes, checks, figures
-from .plugin import HOROVOD_PYTHON, run_as
+from .hosts import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
 #: np=N: any model's gradients are larger; what else crosses the interface

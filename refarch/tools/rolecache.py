@@ -66,7 +66,7 @@ VERIFY_TESTS = ["tests/integration/__init__.py", "tests/integration/test_nodes.p
 VM_TESTS = ["tests/vm"]
 #: Modules every scenario's processes load (the CLI of create/destroy, the
 #: root conftest's plugin in verify): a list without them is incomplete.
-ALWAYS_LOADED = ("cli", "pytest.plugin")
+ALWAYS_LOADED = ("cli", "pytest.fixtures")
 #: The environment variable naming the file the processes append to.
 LOADED_ENV = "REFARCH_LOADED_MODULES"
 

@@ -17,7 +17,7 @@ import pytest
 from refarch import childrun
 from refarch.faults.cases import FAULTS, FaultContext, after_revert, property_id
 from refarch.paths import runs_dir
-from refarch.pytest.plugin import say
+from refarch.pytest.state import say
 from refarch.tools import hostcmds
 
 pytestmark = pytest.mark.integration

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from refarch.judge import causes, checks
-from refarch.pytest.plugin import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.pytest.hosts import HOROVOD_PYTHON, probe_ssh, run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 

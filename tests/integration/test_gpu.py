@@ -6,7 +6,7 @@ import pytest
 
 from refarch.judge import checks, gpu
 from refarch.paths import load_versions
-from refarch.pytest.plugin import run_as
+from refarch.pytest.hosts import run_as
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from refarch.judge import causes, checks
-from refarch.pytest.plugin import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.pytest.hosts import HOROVOD_PYTHON, probe_ssh, run_as
 from refarch.tools import ansible
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]

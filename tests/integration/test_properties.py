@@ -16,7 +16,7 @@ from refarch.clouds import exposure
 from refarch.clouds import local as localcloud
 from refarch.judge import figures, properties
 from refarch.judge.properties import Measurement
-from refarch.pytest.plugin import STATE
+from refarch.pytest.state import STATE
 from refarch.pytest.workloads import timed
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("properties")]

@@ -5,7 +5,7 @@ since moved or stopped (issue 13, "other defects")."""
 from types import SimpleNamespace
 
 from refarch.proc import FRESH_CONNECTION
-from refarch.pytest.plugin import fresh_host
+from refarch.pytest.hosts import fresh_host
 
 
 def _ssh_command(host) -> str:

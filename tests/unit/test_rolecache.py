@@ -39,11 +39,11 @@ def test_the_key_follows_the_role_the_roles_before_it_and_the_suite_not_the_role
 
 
 def _loaded(tree, *names):
-    for name in ("cli", "pytest.plugin", *names):
+    for name in ("cli", "pytest.fixtures", *names):
         path = rolecache.module_path(name, tree)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {name}\n")
-    return rolecache.module_hashes(["cli", "pytest.plugin", *names], tree)
+    return rolecache.module_hashes(["cli", "pytest.fixtures", *names], tree)
 
 
 def test_the_suite_code_counts_as_far_as_the_scenarios_processes_loaded_it(tree):
@@ -83,9 +83,9 @@ def test_a_run_whose_processes_listed_no_cli_or_plugin_leaves_no_record(tree, tm
     listed = tmp_path / "openmpi.modules"
     listed.write_text("proc\ncli\n")
     key = rolecache.scenario_key("openmpi", tree)
-    with pytest.raises(ValueError, match="did not list pytest.plugin: no reuse record"):
-        rolecache.record_modules(rolecache.loaded_modules(listed), {"pytest.plugin", "tools.roles"}, tree)
-    with pytest.raises(ValueError, match="did not list pytest.plugin: no reuse record"):
+    with pytest.raises(ValueError, match="did not list pytest.fixtures: no reuse record"):
+        rolecache.record_modules(rolecache.loaded_modules(listed), {"pytest.fixtures", "tools.roles"}, tree)
+    with pytest.raises(ValueError, match="did not list pytest.fixtures: no reuse record"):
         rolecache.remember("openmpi", key, "roles-x", 1.0, "x.log", rolecache.module_hashes({"cli"}, tree))
     assert rolecache.loaded_modules(tmp_path / "nothing.modules") == set()
     assert rolecache.lookup("openmpi", key, root=tree) is None

@@ -76,7 +76,7 @@ def test_a_scenario_that_passed_here_with_the_same_inputs_is_reused_and_says_so(
 
     def molecule_test(cmd, **kw):  # the scenario's processes list what they loaded
         ran.append(cmd)
-        Path(kw["env"][roles.rolecache.LOADED_ENV]).write_text("cli\npytest.plugin\nproc\n")
+        Path(kw["env"][roles.rolecache.LOADED_ENV]).write_text("cli\npytest.fixtures\nproc\n")
 
     monkeypatch.setattr(roles.proc, "run", molecule_test)
     first = roles.run_scenario("common", tmp_path)
@@ -97,5 +97,5 @@ def test_a_scenario_whose_processes_listed_nothing_runs_again_next_time(tmp_path
     monkeypatch.setattr(roles, "molecule", lambda: "molecule")
     monkeypatch.setattr(roles.proc, "run", lambda cmd, **kw: ran.append(cmd))
     roles.run_scenario("common", tmp_path)
-    assert "did not list cli, pytest.plugin: no reuse record" in capsys.readouterr().err
+    assert "did not list cli, pytest.fixtures: no reuse record" in capsys.readouterr().err
     assert not roles.run_scenario("common", tmp_path).reused_from and len(ran) == 2

@@ -7,7 +7,7 @@ pytest_plugins = ["pytester"]
 
 CONFTEST = """
 import pytest
-from refarch.pytest.plugin import report_teardown_check
+from refarch.pytest.reporting import report_teardown_check
 
 @pytest.fixture(scope="session")
 def cluster(request):
