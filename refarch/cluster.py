@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import proc, progress
 from .clouds.drivers import driver_for
+from .clouds.protocol import CloudDriver, Prepared
 from .contract import Contract
 from .errors import LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
@@ -113,14 +114,21 @@ class Cluster:
 
     # Stages -----------------------------------------------------------------
     @cached_property
-    def driver(self):
+    def driver(self) -> CloudDriver:
         """The cloud driver (:mod:`refarch.clouds.drivers`) of the profile's cloud."""
         return driver_for(self.profile)
 
-    def prepare(self) -> None:
+    def prepare(self) -> Prepared:
         """What must exist before deploying: build artefacts on the local
-        cloud (cached), quota preflight and baseline on OpenStack."""
-        self.driver.prepare(self)
+        cloud (cached), quota preflight and baseline on OpenStack.  The
+        cluster keeps the node image tag and the wheelhouse where the driver
+        made them; returns what it made."""
+        made = self.driver.prepare(self)
+        if made.image_tag is not None:
+            self.image_tag = made.image_tag
+        if made.wheelhouse is not None:
+            self.wheelhouse = made.wheelhouse
+        return made
 
     def ca_files(self) -> list[str]:
         """Controller paths of the profile's extra CA certificates."""

@@ -22,18 +22,21 @@ from ..tools import ansible
 from . import image, wheelhouse
 from . import local as localcloud
 from .owner import Owner
+from .protocol import CloudDriver, Prepared
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..cluster import Cluster
 
 
 class LocalCloud:
-    """podman "machines" on this host (descriptors/terraform/local)."""
+    """podman "machines" on this host (descriptors/terraform/local); a
+    :class:`~refarch.clouds.protocol.CloudDriver`."""
 
     name = "local"
 
     @staticmethod
     def preflight(profile: Profile) -> None:
+        """See CloudDriver.preflight."""
         localcloud.preflight_tools()
         ansible.preflight()
         if profile.shared_storage.type != "sshfs":
@@ -42,20 +45,23 @@ class LocalCloud:
             raise PreflightError(f"profile {profile.name} expects GPUs; the local cloud has none")
 
     def prepared(self, cluster: Cluster) -> bool:
+        """See CloudDriver.prepared: the cluster has an image and a wheelhouse."""
         return bool(cluster.image_tag and cluster.wheelhouse)
 
-    def prepare(self, cluster: Cluster) -> None:
-        """Node image and wheelhouse (both cached)."""
+    def prepare(self, cluster: Cluster) -> Prepared:
+        """See CloudDriver.prepare: node image and wheelhouse (both cached),
+        recorded in ``run.json`` (``image``, ``wheelhouse``)."""
         t = cluster.profile.timeouts_s
         with cluster.phase("image"):
-            cluster.image_tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout=t.image)
+            tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout=t.image)
         with cluster.phase("wheel"):
-            cluster.wheelhouse = wheelhouse.ensure_wheelhouse(
-                cluster.image_tag, cluster.rundir.logs / "wheel.log", timeout=t.wheel,
-                ca_files=cluster.ca_files())
-        cluster.rundir.update_meta(image=cluster.image_tag, wheelhouse=str(cluster.wheelhouse))
+            wheels = wheelhouse.ensure_wheelhouse(tag, cluster.rundir.logs / "wheel.log", timeout=t.wheel,
+                                                  ca_files=cluster.ca_files())
+        cluster.rundir.update_meta(image=tag, wheelhouse=str(wheels))
+        return Prepared(image_tag=tag, wheelhouse=wheels)
 
     def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        """See CloudDriver.tf_vars (reserves the run's subnet block)."""
         net = cluster.profile.network
         owner = Owner.current(cluster.rundir.path)  # the deploying process labels what it makes
         # One block of twice the size: the cluster's subnet, and beside it the
@@ -81,11 +87,13 @@ class LocalCloud:
         }
 
     def tf_env(self, cluster: Cluster) -> dict:
+        """See CloudDriver.tf_env: nothing."""
         return {}
 
     def ansible_vars(self, cluster: Cluster) -> dict:
+        """See CloudDriver.ansible_vars: the cached wheelhouse."""
         if cluster.wheelhouse is None:
-            self.prepare(cluster)
+            cluster.prepare()
         return {"horovod_wheelhouse_src": str(cluster.wheelhouse)}
 
     def stop_node(self, cluster: Cluster, name: str) -> None:
@@ -138,9 +146,12 @@ class LocalCloud:
                 "created": "stopped"}.get(status, status)
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
+        """See CloudDriver.sweep: containers, networks, volumes, nftables
+        tables and probe namespaces of the run."""
         return {k: v for k, v in localcloud.sweep(cluster.run_id, log).items() if v}
 
     def leaks(self, cluster: Cluster) -> dict:
+        """See CloudDriver.leaks (with the host side of the run's subnet)."""
         return localcloud.leaks(cluster.run_id, cluster.rundir.read_meta().get("subnet"))
 
     def finish(self, cluster: Cluster) -> None:
@@ -156,7 +167,8 @@ class LocalCloud:
 
 class OpenStackCloud:
     """An OpenStack project (descriptors/terraform/openstack), reached through
-    clouds.yaml; shared CI project or a throwaway project per run."""
+    clouds.yaml; shared CI project or a throwaway project per run.  A
+    :class:`~refarch.clouds.protocol.CloudDriver`."""
 
     name = "openstack"
 
@@ -185,32 +197,39 @@ class OpenStackCloud:
         return self._conn
 
     def prepared(self, cluster: Cluster) -> bool:
+        """See CloudDriver.prepared: the run has its baseline."""
         return (cluster.rundir.path / "baseline.json").exists()
 
-    def prepare(self, cluster: Cluster) -> None:
-        """Throwaway project (if asked for), quota preflight and baseline,
-        before anything else is created."""
+    def prepare(self, cluster: Cluster) -> Prepared:
+        """See CloudDriver.prepare: throwaway project (if asked for, recorded
+        in ``run.json`` at once), quota preflight and baseline
+        (``baseline.json``), before anything else is created."""
         from . import openstack as ostk
 
         settings = cluster.profile.openstack
         conn = self.conn(cluster)
         with cluster.phase("prepare"):
             meta = cluster.rundir.read_meta()
+            project = meta.get("project")
             if settings.project_mode == "throwaway" and "project" not in meta:
                 tp = ostk.ThrowawayProject.create(
                     conn, lambda pid: conn.connect_as_project(pid), cluster.run_id, settings.domain,
                     settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
-                cluster.rundir.update_meta(project={"id": tp.project_id, "credential_id": tp.credential_id,
-                                                    "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name})
+                project = {"id": tp.project_id, "credential_id": tp.credential_id,
+                           "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name}
+                cluster.rundir.update_meta(project=project)
                 self._conn = ostk.connect(tp.cloud_name, str(tp.clouds_yaml))
                 conn = self._conn
             flavor = conn.compute.find_flavor(settings.flavor_name, ignore_missing=False)
             need = ostk.Need.for_cluster(cluster.profile.nodes.count, int(flavor.vcpus), int(flavor.ram),
                                          cluster.profile.shared_storage.size_gb)
             ostk.quota_preflight(conn, conn.current_project_id, need)
-            (cluster.rundir.path / "baseline.json").write_text(json.dumps(ostk.baseline(conn), indent=1))
+            path = cluster.rundir.path / "baseline.json"
+            path.write_text(json.dumps(ostk.baseline(conn), indent=1))
+        return Prepared(baseline=path, project=project)
 
     def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+        """See CloudDriver.tf_vars."""
         s = cluster.profile.openstack
         storage = cluster.profile.shared_storage
         return {
@@ -226,12 +245,15 @@ class OpenStackCloud:
         }
 
     def tf_env(self, cluster: Cluster) -> dict:
+        """See CloudDriver.tf_env: the throwaway project's clouds.yaml entry,
+        or the profile's cloud."""
         project = cluster.rundir.read_meta().get("project")
         if project:
             return {"OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
         return {"OS_CLOUD": cluster.profile.openstack.cloud}
 
     def ansible_vars(self, cluster: Cluster) -> dict:
+        """See CloudDriver.ansible_vars: no wheelhouse."""
         # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
         return {"horovod_wheelhouse_src": ""}
 
@@ -285,6 +307,7 @@ class OpenStackCloud:
         return ostk.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
+        """See CloudDriver.sweep: the janitor on the run id, whatever the age."""
         from . import openstack as ostk
 
         report = ostk.janitor(self.conn(cluster), cluster.run_id, dt.timedelta(0), dry_run=False)
@@ -296,6 +319,7 @@ class OpenStackCloud:
         return swept
 
     def leaks(self, cluster: Cluster) -> dict:
+        """See CloudDriver.leaks: what is new since the baseline."""
         from . import openstack as ostk
 
         path = cluster.rundir.path / "baseline.json"
@@ -368,7 +392,7 @@ class StopIgnored:
         return getattr(self._driver, attr)
 
 
-def driver_for(profile: Profile):
+def driver_for(profile: Profile) -> CloudDriver:
     """The cloud driver of ``profile.cloud`` (wrapped in a fault case's
     faulty driver when :data:`FAULT_DRIVER_ENV` names one)."""
     driver = {"local": LocalCloud, "openstack": OpenStackCloud}[profile.cloud]()

@@ -1,8 +1,11 @@
-"""The cloud drivers, offline: Terraform inputs match each root module's
+"""The cloud drivers, offline: both match the CloudDriver protocol, their
+prepare returns what it made, Terraform inputs match each root module's
 variables, and the OpenStack driver's prepare/sweep/leak check run against
 openstacksdk fakes."""
 
+import inspect
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +15,8 @@ from openstack.compute.v2 import server as server_mod
 from refarch.clouds import drivers as clouds
 from refarch.clouds import local as localcloud
 from refarch.clouds import openstack as ostk
+from refarch.clouds.protocol import CloudDriver, Prepared
+from refarch.cluster import Cluster
 from refarch.errors import PreflightError
 from refarch.profile import load_profile
 from refarch.run import RunDir
@@ -43,6 +48,87 @@ def test_terraform_inputs_match_the_module_variables(module, driver, rundir, mon
     assert required <= set(tf_vars), f"missing inputs: {required - set(tf_vars)}"
 
 
+def protocol_members() -> list[str]:
+    return sorted(name for name, value in vars(CloudDriver).items()
+                  if not name.startswith("_") and callable(getattr(CloudDriver, name)))
+
+
+def test_the_protocol_declares_what_the_callers_call():
+    assert {"preflight", "sweep_stale", "prepared", "prepare", "tf_vars", "tf_env", "ansible_vars", "stop_node",
+            "start_node", "fail_node", "restore_node", "node_state", "sweep", "leaks", "finish"} == set(
+                protocol_members())
+    for name in protocol_members():
+        assert inspect.getdoc(getattr(CloudDriver, name)), f"CloudDriver.{name} has no docstring"
+
+
+@pytest.mark.parametrize("driver", [clouds.LocalCloud, clouds.OpenStackCloud])
+def test_each_driver_has_every_protocol_method_with_its_parameters(driver):
+    for name in protocol_members():
+        want = list(inspect.signature(getattr(CloudDriver, name)).parameters)
+        have = list(inspect.signature(getattr(driver, name)).parameters)
+        assert have == want, f"{driver.__name__}.{name}{have}: the protocol has {want}"
+        static = isinstance(inspect.getattr_static(CloudDriver, name), staticmethod)
+        assert isinstance(inspect.getattr_static(driver, name), staticmethod) == static, name
+    assert isinstance(driver(), CloudDriver) and isinstance(driver.name, str)
+
+
+def test_the_faulty_driver_is_a_cloud_driver_too(monkeypatch):
+    monkeypatch.setenv(clouds.FAULT_DRIVER_ENV, "stop-ignored")
+    driver = clouds.driver_for(load_profile("local"))
+    assert isinstance(driver, clouds.StopIgnored) and isinstance(driver, CloudDriver)
+    for name in protocol_members():
+        assert callable(getattr(driver, name)), name
+
+
+def fake_builds(monkeypatch, tmp_path):
+    """The image and wheelhouse builds, faked: what they were asked."""
+    calls = []
+
+    def ensure_image(log, timeout):
+        calls.append(("image", log.name, timeout))
+        return "localhost/refarch-node:0123456789ab"
+
+    def ensure_wheelhouse(tag, log, timeout, ca_files=None):
+        calls.append(("wheel", tag, log.name, timeout))
+        return tmp_path / "cache" / "wheelhouse" / "k"
+
+    monkeypatch.setattr(clouds.image, "ensure_image", ensure_image)
+    monkeypatch.setattr(clouds.wheelhouse, "ensure_wheelhouse", ensure_wheelhouse)
+    return calls
+
+
+def test_the_local_prepare_returns_the_image_and_wheelhouse_and_records_them(rundir, monkeypatch, tmp_path):
+    calls = fake_builds(monkeypatch, tmp_path)
+    cluster = fake_cluster("local", rundir)
+    cluster.image_tag = None
+    cluster.ca_files = lambda: []
+    made = clouds.LocalCloud().prepare(cluster)
+    wheels = tmp_path / "cache" / "wheelhouse" / "k"
+    assert made == Prepared(image_tag="localhost/refarch-node:0123456789ab", wheelhouse=wheels)
+    assert cluster.image_tag is None and cluster.wheelhouse is None  # the caller keeps them
+    t = cluster.profile.timeouts_s
+    assert calls == [("image", "image.log", t.image), ("wheel", made.image_tag, "wheel.log", t.wheel)]
+    meta = rundir.read_meta()
+    assert meta["image"] == made.image_tag and Path(meta["wheelhouse"]) == wheels
+
+
+def test_the_cluster_keeps_what_prepare_made(rundir, monkeypatch, tmp_path):
+    monkeypatch.delenv(clouds.FAULT_DRIVER_ENV, raising=False)
+    fake_builds(monkeypatch, tmp_path)
+    rundir.update_meta(profile="local", overrides={}, cloud="local", kept=False, phases={})
+    cluster = Cluster(load_profile("local"), rundir)
+    assert not cluster.prepared
+    made = cluster.prepare()
+    assert (cluster.image_tag, cluster.wheelhouse) == (made.image_tag, made.wheelhouse) and cluster.prepared
+    assert cluster.driver.ansible_vars(cluster) == {"horovod_wheelhouse_src": str(made.wheelhouse)}
+    attached = Cluster.attach(rundir.run_id)
+    assert (attached.image_tag, attached.wheelhouse) == (made.image_tag, made.wheelhouse)
+    assert set(cluster.phases()) == {"image", "wheel"}
+    unprepared = Cluster(load_profile("local"), rundir)  # the inventory prepares it first
+    assert unprepared.driver.ansible_vars(unprepared) == {"horovod_wheelhouse_src": str(made.wheelhouse)}
+    assert unprepared.image_tag == made.image_tag
+
+
 def openstack_driver(monkeypatch, conn):
     monkeypatch.setattr(ostk, "connect", lambda cloud, config_file=None: conn)
     conn.compute.find_flavor.side_effect = None
@@ -56,8 +142,9 @@ def test_openstack_prepare_checks_quota_then_records_the_baseline(rundir, monkey
     set_quotas(conn, cores=(100, 0), floating=(5, 0), gigabytes=(5000, 0))
     conn.compute.servers.return_value = [res(server_mod.Server, name="someone-elses-vm")]
     driver = openstack_driver(monkeypatch, conn)
-    driver.prepare(fake_cluster("openstack-v100", rundir))
-    baseline = json.loads((rundir.path / "baseline.json").read_text())
+    made = driver.prepare(fake_cluster("openstack-v100", rundir))
+    assert made.baseline == rundir.path / "baseline.json" and made.image_tag is None
+    baseline = json.loads(made.baseline.read_text())
     assert len(baseline["servers"]) == 1 and set(baseline) == set(ostk.KINDS)
 
 
