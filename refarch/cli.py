@@ -162,25 +162,22 @@ def run_rows() -> list[dict]:
     """One row per run directory, oldest first: run id, started (UTC),
     profile, overrides, state (live, kept, destroyed, gone), outcome (from
     results.json: passed, FAILED n, interrupted, or "-" without results)."""
+    from .judge.results import failures, verdict
+
     live = localcloud.all_run_ids()
     rows = []
-    for path in runs_dir().iterdir():
-        if not (path / "run.json").exists():
-            continue
-        meta = json.loads((path / "run.json").read_text())
-        state = "live" if path.name in live else ("destroyed" if meta.get("destroyed") else "gone")
+    for rundir in RunDir.all():
+        meta = rundir.read_meta()
+        state = "live" if rundir.run_id in live else ("destroyed" if meta.get("destroyed") else "gone")
         if state == "live" and meta.get("kept"):
             state = "kept"
         outcome = "-"
-        results = path / "results.json"
-        if results.exists():
-            data = json.loads(results.read_text())
-            counts = data.get("check_counts", {})
-            bad = counts.get("failed", 0) + counts.get("error", 0)
-            outcome = ("interrupted" if data.get("interrupted") else f"FAILED {bad}" if bad
-                       else f"passed {counts.get('passed', 0)}")
+        data = rundir.read_results()
+        if data is not None:
+            outcome = {"INTERRUPTED": "interrupted", "FAILED": f"FAILED {failures(data)}"}.get(
+                verdict(data), f"passed {data.get('check_counts', {}).get('passed', 0)}")
         started = meta.get("started_at")
-        rows.append({"run_id": path.name, "started": dt.datetime.fromtimestamp(started, dt.timezone.utc)
+        rows.append({"run_id": rundir.run_id, "started": dt.datetime.fromtimestamp(started, dt.timezone.utc)
                      .strftime("%Y-%m-%d %H:%M") if started else "?", "profile": meta.get("profile", "?"),
                      "overrides": " ".join(f"{k}={v}" for k, v in (meta.get("overrides") or {}).items()) or "-",
                      "state": state, "outcome": outcome, "_t": started or 0})
@@ -213,7 +210,7 @@ def _report(args) -> int:
         return 0
     if not args.run_id:
         raise RefarchError("report: give a RUN_ID or --trend")
-    results = runs_dir() / args.run_id / "results.json"
+    results = RunDir.at(runs_dir() / args.run_id).results_file
     if not results.is_file():
         raise RefarchError(f"report: run {args.run_id} has no results.json (see `refarch list`)")
     print(report.render(results))

@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from . import lifecycle
+from .run import RunDir
 
 #: Seconds between two progress lines (CI logs: at most this much silence).
 EVERY_S = 30.0
@@ -36,11 +37,11 @@ def previous_duration(runs: Path, phase: str, exclude: str = "") -> float | None
     """Seconds ``phase`` took in the most recent other run under ``runs``
     (run.json ``phases``) that has it; None when no run has."""
     best: tuple[float, float] | None = None
-    for meta_file in runs.glob("*/run.json"):
-        if meta_file.parent.name == exclude:
+    for rundir in RunDir.all(runs):
+        if rundir.run_id == exclude:
             continue
         try:
-            meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            meta = json.loads(rundir.meta_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         seconds = (meta.get("phases") or {}).get(phase)

@@ -4,6 +4,16 @@ Every run has an id ``<prefix>-<pipeline or user>-<6 random chars>`` that is
 in every resource name and label, in the JUnit properties and in the
 results.  Its directory (``runs/<run id>``) holds the Terraform state and
 module copy, SSH keys, inventory, logs and reports; teardown keeps it.
+:class:`RunDir` owns that layout (every file name below is one of its
+attributes) and lists the runs (:meth:`RunDir.all`):
+
+  run.json        metadata: profile, overrides, owner, phases, teardown
+  contract.json   the cluster contract (Terraform's outputs)
+  results.json    the run's results (refarch.judge.results.Results)
+  junit.xml       pytest's JUnit report
+  report.html     the HTML report (refarch.report.html)
+  nodes/<node>/   node logs collected before the teardown of a failed run
+  logs/ terraform/ ssh/
 """
 
 from __future__ import annotations
@@ -53,10 +63,31 @@ def validate_run_id(run_id: str) -> str:
 
 @dataclass
 class RunDir:
-    """The directory of one run and the files the suite keeps in it."""
+    """The directory of one run and the files the suite keeps in it (the
+    layout: module docstring)."""
+
+    #: File names inside a run directory.
+    META = "run.json"
+    RESULTS = "results.json"
+    JUNIT = "junit.xml"
+    REPORT = "report.html"
+    NODES = "nodes"
 
     run_id: str
     path: Path
+
+    @classmethod
+    def at(cls, path: Path) -> RunDir:
+        """The run directory ``path`` (its name is the run id), unchecked."""
+        return cls(path.name, path)
+
+    @classmethod
+    def all(cls, root: Path | None = None, having: str = META) -> list[RunDir]:
+        """Every run directory under ``root`` (default ``runs/``) that has
+        the file ``having`` (default run.json; :data:`RESULTS`: the runs
+        with results), sorted by name."""
+        root = runs_dir() if root is None else root
+        return [cls.at(p.parent) for p in sorted(root.glob(f"*/{having}"))]
 
     @classmethod
     def create(cls, run_id: str) -> RunDir:
@@ -101,7 +132,30 @@ class RunDir:
 
     @property
     def meta_file(self) -> Path:
-        return self.path / "run.json"
+        return self.path / self.META
+
+    @property
+    def results_file(self) -> Path:
+        return self.path / self.RESULTS
+
+    @property
+    def junit_file(self) -> Path:
+        return self.path / self.JUNIT
+
+    @property
+    def report_file(self) -> Path:
+        return self.path / self.REPORT
+
+    def node_logs_dir(self, node: str | None = None) -> Path:
+        """``nodes/`` or, with ``node``, ``nodes/<node>/``."""
+        return self.path / self.NODES / node if node else self.path / self.NODES
+
+    def read_results(self) -> dict | None:
+        """results.json as a dict; None when there is none or it is not JSON."""
+        try:
+            return json.loads(self.results_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
 
     def read_meta(self) -> dict:
         """The run's metadata (profile, overrides, owner pid, kept flag)."""
@@ -135,7 +189,7 @@ def orphaned_runs(pattern: str = "*") -> list[tuple[Path, dict]]:
     out = []
     for path in sorted(runs_dir().glob(pattern)):
         try:
-            meta = json.loads((path / "run.json").read_text(encoding="utf-8"))
+            meta = json.loads(RunDir.at(path).meta_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         owner = Owner.from_labels(meta.get("owner") or {})

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..errors import RefarchError
 from ..paths import ROOT
+from ..run import RunDir
 
 RECORD_SCHEMA = 1
 #: Where records live: ``validation/<version>/<name>.json``.
@@ -39,7 +40,7 @@ def load_results(run_dir: Path) -> dict:
     Raises:
         RefarchError: the file is missing or not JSON.
     """
-    path = run_dir / "results.json"
+    path = RunDir.at(run_dir).results_file
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except OSError:

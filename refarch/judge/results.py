@@ -204,3 +204,23 @@ class Results:
             left = self.teardown.get("leaks") or self.teardown.get("state")
             lines.append("  teardown: " + ("LEFT " + json.dumps(left) if left else "nothing left"))
         return lines
+
+
+def failures(results: dict) -> int:
+    """How many checks failed or errored plus how many properties failed or
+    errored, in a results.json dict (:meth:`Results.to_dict`)."""
+    counts = results.get("check_counts", {})
+    bad = counts.get("failed", 0) + counts.get("error", 0)
+    return bad + sum(1 for p in results.get("properties", []) if p.get("verdict") in ("fail", "error"))
+
+
+def verdict(results: dict) -> str:
+    """A run's verdict from its results.json dict, the one rule every view
+    of a run uses (``refarch list``, the HTML report, the trend, the
+    merge-request note): ``INTERRUPTED`` when a signal ended it, else
+    ``FAILED`` when a check failed or errored or a property failed or
+    errored (:func:`failures`), else ``PASSED``."""
+    if results.get("interrupted"):
+        return "INTERRUPTED"
+    return "FAILED" if failures(results) else "PASSED"
+

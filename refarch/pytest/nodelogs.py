@@ -20,6 +20,7 @@ import pytest
 
 from .. import proc
 from ..paths import runs_dir
+from ..run import RunDir
 from .hosts import probe_ssh
 from .state import STATE, RunState, say
 
@@ -39,7 +40,7 @@ COMMANDS: dict[str, str] = {
 
 def node_dir(rundir: Path, node: str) -> Path:
     """Where ``node``'s logs go: ``<run dir>/nodes/<node>/``."""
-    return rundir / "nodes" / node
+    return RunDir.at(rundir).node_logs_dir(node)
 
 
 MARK = "=====refarch-log "
@@ -139,8 +140,8 @@ def collect_node_logs(config, state: RunState) -> None:
         local = state.profile.cloud == "local"
         written = collect(cluster.rundir.path, names, down,
                                    container_of=(lambda n: f"{cluster.run_id}-{n}") if local else None)
-        state.results.node_logs = {"dir": str(cluster.rundir.path / "nodes"), "nodes": written}
-        say(config, f"refarch: node logs of the failed run in {cluster.rundir.path / 'nodes'}/")
+        state.results.node_logs = {"dir": str(cluster.rundir.node_logs_dir()), "nodes": written}
+        say(config, f"refarch: node logs of the failed run in {cluster.rundir.node_logs_dir()}/")
     except Exception as exc:  # noqa: BLE001 - diagnosis must not break teardown
         say(config, f"refarch: node logs not collected: {exc}")
 
@@ -152,8 +153,7 @@ def pytest_runtest_makereport(item, call):
     state = item.config.stash.get(STATE, None)
     if report.failed and state is not None and state.existing is None and hasattr(report.longrepr, "addsection"):
         params = getattr(getattr(item, "callspec", None), "params", {})
-        folder = runs_dir() / state.run_id / "nodes"
-        where = folder / params["node_name"] if "node_name" in params else folder
+        where = RunDir.at(runs_dir() / state.run_id).node_logs_dir(params.get("node_name"))
         report.longrepr.addsection("node logs", f"collected before teardown into {where}/")
     return report
 

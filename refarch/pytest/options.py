@@ -82,7 +82,7 @@ def pytest_configure(config):
         config.stash[STATE] = state
         config.pluginmanager.register(Recorder(state.results), "refarch-recorder")
         if not getattr(config.option, "xmlpath", None):
-            config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
+            config.option.xmlpath = str(RunDir.at(runs_dir() / run_id).junit_file)
         return
     try:
         overrides = parse_overrides(config.getoption("refarch_set"))
@@ -112,7 +112,7 @@ def pytest_configure(config):
     _CONFIG[:] = [config]
     lifecycle.NOTIFY = lambda line: say(config, line)
     if not getattr(config.option, "xmlpath", None):
-        config.option.xmlpath = str(runs_dir() / run_id / "junit.xml")
+        config.option.xmlpath = str(RunDir.at(runs_dir() / run_id).junit_file)
 
 
 def existing_hosts_contract(spec: str, profile: Profile) -> Contract:

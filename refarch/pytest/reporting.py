@@ -15,6 +15,7 @@ from _pytest.reports import TestReport
 from .. import lifecycle
 from ..judge.results import Results
 from ..lifecycle import in_phase
+from ..run import RunDir
 from .nodelogs import collect_node_logs
 from .state import _CONFIG, STATE, RunState, say
 
@@ -118,7 +119,7 @@ def pytest_sessionfinish(session, exitstatus):
     if state is None or state.cluster is None:
         if state is not None and state.existing is not None and state.results.checks:
             state.results.nodes = [{"name": n.name, "address": n.address} for n in state.existing.nodes]
-            path = Path(session.config.option.xmlpath).with_name("results.json")
+            path = Path(session.config.option.xmlpath).with_name(RunDir.RESULTS)
             state.results.write(path)
         return
     if state.attached:
@@ -130,7 +131,7 @@ def pytest_sessionfinish(session, exitstatus):
         state.cluster.rundir.update_meta(phases=state.results.phases_s)
     if state.results.teardown is None:
         state.results.teardown = state.cluster.rundir.read_meta().get("teardown")
-    written = state.results.write(state.cluster.rundir.path / "results.json")
+    written = state.results.write(state.cluster.rundir.results_file)
     try:
         from ..report import html as report
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import jinja2
 
 from ..errors import RefarchError
+from ..judge.results import verdict
+from ..run import RunDir
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -28,17 +30,6 @@ def _env() -> jinja2.Environment:
     # Optional keys of results.json (a run without node logs, a pair
     # without an error) render as empty: the default Undefined.
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
-
-
-def verdict(results: dict) -> str:
-    """PASSED, FAILED (a check failed or errored, or a property failed) or
-    INTERRUPTED."""
-    if results.get("interrupted"):
-        return "INTERRUPTED"
-    counts = results.get("check_counts", {})
-    bad = counts.get("failed", 0) + counts.get("error", 0)
-    bad += sum(1 for p in results.get("properties", []) if p["verdict"] in ("fail", "error"))
-    return "FAILED" if bad else "PASSED"
 
 
 def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
@@ -119,7 +110,7 @@ def render(results_file: Path, out: Path | None = None) -> Path:
         FileNotFoundError: no such results file.
     """
     results = json.loads(Path(results_file).read_text(encoding="utf-8"))
-    out = out or Path(results_file).with_name("report.html")
+    out = out or Path(results_file).with_name(RunDir.REPORT)
     columns, rows = check_matrix(results)
     phases = results.get("phases_s", {})
     html = _env().get_template("report.html.j2").render(
@@ -171,10 +162,9 @@ def render_trend(runs: Path, out: Path | None = None, records: Path | None = Non
     from ..judge.records import VALIDATION_DIR
 
     rows = []
-    for path in runs.glob("*/results.json"):
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+    for rundir in RunDir.all(runs, having=RunDir.RESULTS):
+        data, path = rundir.read_results(), rundir.results_file
+        if data is None:
             continue
         eff = next((p["measured"] for p in data.get("properties", []) if p["id"] == "scaling.efficiency"), None)
         ips = {str(r["world_size"]): r["images_per_sec"] for r in data.get("smoke", {}).get("runs", [])}

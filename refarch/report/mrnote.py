@@ -20,6 +20,7 @@ import requests
 
 from ..errors import RefarchError
 from ..judge import records
+from ..judge.results import verdict
 from . import html as report
 
 TOKEN_VARIABLE = "REFARCH_GITLAB_TOKEN"
@@ -37,7 +38,7 @@ def summary(results: dict, env: dict | None = None) -> str:
     env = dict(os.environ) if env is None else env
     failed = [c for c in results.get("checks", []) if c["outcome"] in ("failed", "error")]
     template = report._env().get_template("mr-note.md.j2")
-    return template.render(r=results, verdict=report.verdict(results), failed=failed[:20],
+    return template.render(r=results, verdict=verdict(results), failed=failed[:20],
                            report_url=report_url(results["run_id"], env)).strip() + "\n"
 
 

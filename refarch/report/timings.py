@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from ..paths import runs_dir
+from ..run import RunDir
 
 #: Entries kept in the benchmark file (oldest dropped first).
 KEEP = 50
@@ -30,7 +31,7 @@ BUILT_S = 1.0
 def run_made_since(runs: Path, since_epoch_s: float) -> Path | None:
     """The newest run directory under ``runs`` whose run.json was written at or
     after ``since_epoch_s`` (seconds since the epoch), or None."""
-    found = [p.parent for p in runs.glob("*/run.json") if p.stat().st_mtime >= since_epoch_s]
+    found = [r.path for r in RunDir.all(runs) if r.meta_file.stat().st_mtime >= since_epoch_s]
     return max(found, key=lambda p: p.stat().st_mtime, default=None)
 
 
@@ -44,7 +45,7 @@ def entry(started_s: float, bootstrap_end_s: float, finished_s: float, exit_stat
     run_id = None
     if rundir is not None:
         run_id = rundir.name
-        results = rundir / "results.json"
+        results = RunDir.at(rundir).results_file
         if results.is_file():
             try:
                 phases = json.loads(results.read_text(encoding="utf-8")).get("phases_s") or {}

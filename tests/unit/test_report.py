@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+from refarch.judge.results import verdict
 from refarch.report import html as report
 
 RECORDED = Path(__file__).parent / "data" / "report" / "results.json"
@@ -13,11 +14,30 @@ RECORDED = Path(__file__).parent / "data" / "report" / "results.json"
 
 def test_verdict_counts_failed_checks_and_properties():
     data = json.loads(RECORDED.read_text())
-    assert report.verdict(data) == "FAILED"  # the recorded run had 3 failed checks
+    assert verdict(data) == "FAILED"  # the recorded run had 3 failed checks
     ok = {**data, "check_counts": {"passed": 3}, "properties": [{"verdict": "pass"}, {"verdict": "warn"}]}
-    assert report.verdict(ok) == "PASSED"
-    assert report.verdict({**ok, "properties": [{"verdict": "fail"}]}) == "FAILED"
-    assert report.verdict({**ok, "interrupted": {"signal": "SIGTERM", "phase": "smoke"}}) == "INTERRUPTED"
+    assert verdict(ok) == "PASSED"
+    assert verdict({**ok, "properties": [{"verdict": "fail"}]}) == "FAILED"
+    assert verdict({**ok, "interrupted": {"signal": "SIGTERM", "phase": "smoke"}}) == "INTERRUPTED"
+
+
+def test_refarch_list_and_the_trend_give_a_run_the_same_verdict(tmp_path, monkeypatch):
+    """One rule for a run's verdict: a run whose checks all passed but
+    whose property failed is FAILED in `refarch list` and in the trend (the
+    list once counted checks only)."""
+    from refarch import cli
+    from refarch.run import RunDir
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
+    monkeypatch.setattr(cli.localcloud, "all_run_ids", lambda: set())
+    rundir = RunDir.at(tmp_path / "hvd-ci-abc123")
+    rundir.path.mkdir()
+    rundir.write_meta({"profile": "local", "started_at": 1.0e9, "destroyed": True})
+    data = {**json.loads(RECORDED.read_text()), "check_counts": {"passed": 40},
+            "properties": [{"id": "scaling.efficiency", "verdict": "fail", "measured": 0.3}]}
+    rundir.results_file.write_text(json.dumps(data))
+    assert [r["outcome"] for r in cli.run_rows()] == ["FAILED 1"]
+    assert "FAILED" in report.render_trend(tmp_path).read_text()
 
 
 def test_the_matrix_has_a_column_per_node_and_the_cluster():
