@@ -148,7 +148,7 @@ class Cluster:
         key = ssh / "id_ed25519"
         if not key.exists():
             proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"refarch-{self.run_id}",
-                      "-f", str(key)], timeout=30)
+                      "-f", str(key)], timeout_s=30)
         with self.phase("deploy"):
             tf = self.terraform
             tf.write_vars(self.driver.tf_vars(self, key, ssh / "known_hosts"))
@@ -181,7 +181,7 @@ class Cluster:
         inventory = self.write_inventory()
         with self.phase(phase):
             return ansible.run_playbook(inventory, self.rundir.logs / log_name,
-                                        timeout=self.profile.timeouts_s.configure)
+                                        timeout_s=self.profile.timeouts_s.configure)
 
     def destroy(self) -> dict:
         """``terraform destroy``, then a sweep by run id, then the leak check.

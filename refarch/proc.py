@@ -19,7 +19,7 @@ PODMAN_OPTS = ("--runtime", "runc", "--ulimit", "nofile=1024:4096", "--ulimit", 
 def run(
     cmd: Sequence[str],
     *,
-    timeout: float | None = None,
+    timeout_s: float | None = None,
     log: Path | None = None,
     env: Mapping[str, str] | None = None,
     input_text: str | None = None,
@@ -31,7 +31,7 @@ def run(
     """Run ``cmd`` in its own process group and return the completed process
     (text ``stdout``/``stderr``).
 
-    ``timeout`` is in seconds; when it passes, the process group gets
+    ``timeout_s`` is in seconds; when it passes, the process group gets
     SIGTERM, then SIGKILL 10 s later, and :class:`PhaseTimeout` is raised.
     Any exception while waiting (Ctrl-C, SIGTERM turned into
     KeyboardInterrupt) stops the group the same way before it propagates.
@@ -70,13 +70,13 @@ def run(
         raise CommandError(f"{cmd[0]}: command not found") from exc
     try:
         try:
-            out, err = proc.communicate(input_text, timeout=timeout)
+            out, err = proc.communicate(input_text, timeout=timeout_s)
         except subprocess.TimeoutExpired as exc:
             _kill_group(proc)
             out, err = proc.communicate()
             if not stream:
                 _append_log(log, cmd, out, err, "timeout")
-            raise PhaseTimeout(f"{' '.join(cmd[:3])} ran past its {timeout:.0f} s limit") from exc
+            raise PhaseTimeout(f"{' '.join(cmd[:3])} ran past its {timeout_s:.0f} s limit") from exc
         except BaseException:
             _kill_group(proc)
             raise
@@ -123,22 +123,22 @@ def _append_log(log: Path | None, cmd, out: str, err: str, status) -> None:
 FRESH_CONNECTION = "-o ControlMaster=no -o ControlPath=none"
 
 
-def ssh_fresh(ssh_config: Path, node: str, command: str, *, connect_timeout_s: int, timeout: float,
+def ssh_fresh(ssh_config: Path, node: str, command: str, *, connect_timeout_s: int, timeout_s: float,
               batch: bool = False) -> subprocess.CompletedProcess:
     """``command`` on ``node`` (a Host of ``ssh_config``) over a new SSH
     connection (:data:`FRESH_CONNECTION`), never raising for its exit status.
 
     Raises:
-        PhaseTimeout: ``timeout`` seconds passed.
+        PhaseTimeout: ``timeout_s`` seconds passed.
     """
     cmd = ["ssh", "-F", str(ssh_config), *FRESH_CONNECTION.split(), "-o", f"ConnectTimeout={connect_timeout_s}"]
     if batch:
         cmd += ["-o", "BatchMode=yes"]
-    return run([*cmd, node, command], timeout=timeout, check=False)
+    return run([*cmd, node, command], timeout_s=timeout_s, check=False)
 
 
 def in_netns(container: str, *cmd: str, input_text: str | None = None, check: bool = True,
-             timeout: float = 60) -> subprocess.CompletedProcess:
+             timeout_s: float = 60) -> subprocess.CompletedProcess:
     """Run ``cmd`` from this host inside the network namespace of podman
     container ``container`` (``nsenter -t <its pid> -n``): the host's own
     ``nft``, ``ss`` and ``ip`` act on the node's namespace.
@@ -147,7 +147,7 @@ def in_netns(container: str, *cmd: str, input_text: str | None = None, check: bo
         CommandError: the container has no process (not running), or ``cmd``
             failed and ``check`` is true.
     """
-    pid = run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout=30).stdout.strip()
+    pid = run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout_s=30).stdout.strip()
     if pid in ("", "0"):
         raise CommandError(f"{container} is not running: no network namespace to enter")
-    return run(["nsenter", "-t", pid, "-n", *cmd], timeout=timeout, input_text=input_text, check=check)
+    return run(["nsenter", "-t", pid, "-n", *cmd], timeout_s=timeout_s, input_text=input_text, check=check)

@@ -71,14 +71,14 @@ class TreeHash:
         return {"tree_hash": self.value, "tree_hash_kind": self.kind}
 
 
-def git(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout: float = 60) -> str:
+def git(*args: str, env: dict | None = None, cwd: Path = ROOT, timeout_s: float = 60) -> str:
     """``git ARGS`` in ``cwd``; its stdout, stripped.
 
     Raises:
         subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError.
     """
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
-                          text=True, timeout=timeout).stdout.strip()
+                          text=True, timeout=timeout_s).stdout.strip()
 
 
 def descriptor_tree_hash(descriptors: Path = DESCRIPTORS) -> TreeHash:

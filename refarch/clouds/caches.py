@@ -47,7 +47,7 @@ def _folder_size(path: Path) -> int:
 def entries() -> list[Entry]:
     """Node images and wheelhouses, newest first within each kind."""
     out = []
-    images = json.loads(proc.run(["podman", "images", "--format", "json"], timeout=60).stdout or "[]")
+    images = json.loads(proc.run(["podman", "images", "--format", "json"], timeout_s=60).stdout or "[]")
     current_tag = image_tag()
     from ..tools.toolset import TOOLSET_REPO, toolset_tag
 
@@ -90,7 +90,7 @@ def prune(keep: int = 1, dry_run: bool = False) -> tuple[list[Entry], list[str]]
                 removed.append(e)
                 continue
             if kind in ("image", "toolset"):
-                r = proc.run(["podman", "rmi", e.name], timeout=120, check=False)
+                r = proc.run(["podman", "rmi", e.name], timeout_s=120, check=False)
                 if r.returncode != 0:
                     problems.append(f"{e.name}: {(r.stderr or r.stdout).strip().splitlines()[-1:]}")
                     continue

@@ -53,9 +53,9 @@ class LocalCloud:
         recorded in ``run.json`` (``image``, ``wheelhouse``)."""
         t = cluster.profile.timeouts_s
         with cluster.phase("image"):
-            tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout=t.image)
+            tag = image.ensure_image(cluster.rundir.logs / "image.log", timeout_s=t.image)
         with cluster.phase("wheel"):
-            wheels = wheelhouse.ensure_wheelhouse(tag, cluster.rundir.logs / "wheel.log", timeout=t.wheel,
+            wheels = wheelhouse.ensure_wheelhouse(tag, cluster.rundir.logs / "wheel.log", timeout_s=t.wheel,
                                                   ca_files=cluster.ca_files())
         cluster.rundir.update_meta(image=tag, wheelhouse=str(wheels))
         return Prepared(image_tag=tag, wheelhouse=wheels)
@@ -98,11 +98,11 @@ class LocalCloud:
 
     def stop_node(self, cluster: Cluster, name: str) -> None:
         """Power the node off (systemd in the container shuts down cleanly)."""
-        proc.run(["podman", "stop", "-t", "30", f"{cluster.run_id}-{name}"], timeout=90)
+        proc.run(["podman", "stop", "-t", "30", f"{cluster.run_id}-{name}"], timeout_s=90)
 
     def start_node(self, cluster: Cluster, name: str) -> None:
         """Power the node on again: same address, same disk, a fresh boot."""
-        proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout=90)
+        proc.run(["podman", "start", f"{cluster.run_id}-{name}"], timeout_s=90)
 
     def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
         """Make node ``name`` fail as ``mode`` (:data:`FAILURE_MODES`) says:
@@ -120,7 +120,7 @@ class LocalCloud:
             self.stop_node(cluster, name)
         elif mode == "kill":
             proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
-            proc.run(["podman", "kill", "--signal", "KILL", container], timeout=60)
+            proc.run(["podman", "kill", "--signal", "KILL", container], timeout_s=60)
         elif mode == "partition":
             proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
         else:
@@ -140,7 +140,7 @@ class LocalCloud:
         """"running", "stopped" (exited, stopped, created) or podman's own
         state name of the node's container."""
         r = proc.run(["podman", "inspect", "--format", "{{.State.Status}}", f"{cluster.run_id}-{name}"],
-                     timeout=60, check=False)
+                     timeout_s=60, check=False)
         status = r.stdout.strip() or "missing"
         return {"running": "running", "exited": "stopped", "stopped": "stopped",
                 "created": "stopped"}.get(status, status)

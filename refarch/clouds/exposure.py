@@ -123,12 +123,12 @@ def create_probe(probe: Probe) -> None:
                 ["ip", "-n", ns, "link", "set", "eth0", "up"],
                 ["ip", "-n", ns, "link", "set", "lo", "up"],
                 ["ip", "-n", ns, "route", "add", "default", "via", probe.gateway]):
-        proc.run(cmd, timeout=30)
+        proc.run(cmd, timeout_s=30)
 
 
 def run_netns(run_id: str) -> list[str]:
     """Network namespaces of ``run_id``'s probes that exist now."""
-    out = proc.run(["ip", "-j", "netns", "list"], timeout=30, check=False).stdout.strip()
+    out = proc.run(["ip", "-j", "netns", "list"], timeout_s=30, check=False).stdout.strip()
     names = [entry["name"] for entry in json.loads(out or "[]")]
     return [n for n in names if n in {netns_name(run_id, k) for k in PROBE_KINDS}]
 
@@ -140,7 +140,7 @@ def remove_probes(run_id: str) -> list[str]:
     random suffix and could be another run's."""
     gone = run_netns(run_id)
     for ns in gone:
-        proc.run(["ip", "netns", "del", ns], timeout=30, check=False)
+        proc.run(["ip", "netns", "del", ns], timeout_s=30, check=False)
     return gone
 
 
@@ -330,11 +330,11 @@ def scan(probe: Probe, addresses: list[str], timeout_s: int = 300, udp_ports: li
     import time
 
     start = time.monotonic()
-    out = proc.run(nmap_command(probe, addresses, udp_ports), timeout=timeout_s).stdout
+    out = proc.run(nmap_command(probe, addresses, udp_ports), timeout_s=timeout_s).stdout
     result = parse_scan(out, probe)
     careful = careful_command(probe, addresses, listening or [])
     if careful:
-        again = parse_scan(proc.run(careful, timeout=timeout_s).stdout, probe)
+        again = parse_scan(proc.run(careful, timeout_s=timeout_s).stdout, probe)
         for address, ports in again.open_ports.items():
             result.merge_open(address, ports)
     result.udp_ports = sorted(set(udp_ports or [123]))
@@ -397,7 +397,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
     edge = edge_table(policy_table)
     scans: dict[str, ScanResult] = {}
     try:
-        proc.run(["nft", "-f", "-"], timeout=30, input_text=edge_ruleset(edge, probes, nodes))
+        proc.run(["nft", "-f", "-"], timeout_s=30, input_text=edge_ruleset(edge, probes, nodes))
         for address, name in nodes.items():
             proc.in_netns(containers[name], "nft", "-f", "-", input_text=arrival_ruleset(ARRIVAL_TABLE, probes, listening[address]))
         # The probes scan at the same time: a reply lost to the load is made
@@ -408,7 +408,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
             futures = {probe.kind: pool.submit(scan, probe, addresses, udp_ports=udp_ports, listening=every)
                        for probe in probes}
             scans = {kind: future.result() for kind, future in futures.items()}
-        at_edge = read_counters(proc.run(["nft", "-j", "list", "table", "inet", edge], timeout=30).stdout)
+        at_edge = read_counters(proc.run(["nft", "-j", "list", "table", "inet", edge], timeout_s=30).stdout)
         for address, name in nodes.items():
             inside = read_counters(proc.in_netns(containers[name], "nft", "-j", "list", "table", "inet", ARRIVAL_TABLE).stdout)
             for kind, result in scans.items():
@@ -422,7 +422,7 @@ def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: 
             # policy (or the node's own filters) stopped them.
             result.dropped = sum(result.reached[a] - result.arrived[a] for a in addresses)
     finally:
-        proc.run(["nft", "delete", "table", "inet", edge], timeout=30, check=False)
+        proc.run(["nft", "delete", "table", "inet", edge], timeout_s=30, check=False)
         for name in nodes.values():
             proc.in_netns(containers[name], "nft", "delete", "table", "inet", ARRIVAL_TABLE, check=False)
     return scans

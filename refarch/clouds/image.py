@@ -50,24 +50,24 @@ def image_exists(tag: str) -> bool:
     return subprocess.run(["podman", "image", "exists", tag], check=False).returncode == 0
 
 
-def ensure_image(log: Path, timeout: float = 1200) -> str:
+def ensure_image(log: Path, timeout_s: float = 1200) -> str:
     """Build the node image unless it is cached; return its tag.
 
     Takes about a minute cold (debootstrap of ~300 packages), nothing warm.
 
     Raises:
         CommandError: debootstrap, the customize script or podman import failed.
-        PhaseTimeout: the build ran past ``timeout`` seconds.
+        PhaseTimeout: the build ran past ``timeout_s`` seconds.
     """
     with cache_lock("image"):
-        return _ensure_image(log, timeout)
+        return _ensure_image(log, timeout_s)
 
 
-def _ensure_image(log: Path, timeout: float) -> str:
+def _ensure_image(log: Path, timeout_s: float) -> str:
     inputs = image_inputs()
     tag = image_tag()
     if not image_exists(tag):
-        debootstrap_image(tag, inputs["suite"], inputs["packages"], CUSTOMIZE, log, timeout)
+        debootstrap_image(tag, inputs["suite"], inputs["packages"], CUSTOMIZE, log, timeout_s)
     return tag
 
 
@@ -76,7 +76,7 @@ def _ensure_image(log: Path, timeout: float) -> str:
 FRESH_REPO = "localhost/refarch-fresh"
 
 
-def ensure_fresh_image(log: Path, timeout: float = 900, suite: str | None = None) -> str:
+def ensure_fresh_image(log: Path, timeout_s: float = 900, suite: str | None = None) -> str:
     """A bare Debian root (``debootstrap --variant=minbase``, made the same
     way as the node image, nothing else installed) as a podman image, cached
     by suite; returns its tag.
@@ -88,34 +88,34 @@ def ensure_fresh_image(log: Path, timeout: float = 900, suite: str | None = None
     tag = f"{FRESH_REPO}:{suite}-{IMAGE_FORMAT}"
     with cache_lock("image"):
         if not image_exists(tag):
-            debootstrap_image(tag, suite, [], None, log, timeout)
+            debootstrap_image(tag, suite, [], None, log, timeout_s)
     return tag
 
 
 def debootstrap_image(tag: str, suite: str, packages: list[str], customize: Path | None, log: Path,
-                      timeout: float) -> None:
+                      timeout_s: float) -> None:
     """``debootstrap --variant=minbase`` of ``suite`` with ``packages``, then
     ``customize`` run in a chroot, imported into podman as ``tag``.
 
     Raises:
         CommandError: debootstrap, the customize script or podman import failed.
-        PhaseTimeout: debootstrap ran past ``timeout`` seconds.
+        PhaseTimeout: debootstrap ran past ``timeout_s`` seconds.
     """
     work = Path(tempfile.mkdtemp(prefix="image-", dir=cache_dir()))
     try:
         tree = work / "rootfs"
         include = ["--include=" + ",".join(packages)] if packages else []
-        proc.run(["debootstrap", "--variant=minbase", *include, suite, str(tree)], timeout=timeout, log=log)
+        proc.run(["debootstrap", "--variant=minbase", *include, suite, str(tree)], timeout_s=timeout_s, log=log)
         if customize is not None:
             shutil.copy(customize, tree / "customize.sh")
-            proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout=300, log=log)
+            proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout_s=300, log=log)
             (tree / "customize.sh").unlink()
         tar = subprocess.Popen(["tar", "-C", str(tree), "-c", "."], stdout=subprocess.PIPE)
         try:
             proc.run(
                 ["podman", "import", "--change", 'CMD ["/sbin/init"]',
                  "--message", f"refarch {tag}", "-", tag],
-                timeout=600, log=log, stdin=tar.stdout,
+                timeout_s=600, log=log, stdin=tar.stdout,
             )
         finally:
             tar.wait()

@@ -39,7 +39,7 @@ def preflight_tools(which=None, stages: tuple[str, ...] = ("local",)) -> None:
 
 
 def _podman_json(*args: str) -> list:
-    out = proc.run(["podman", *args, "--format", "json"], timeout=60).stdout.strip()
+    out = proc.run(["podman", *args, "--format", "json"], timeout_s=60).stdout.strip()
     return json.loads(out) if out else []
 
 
@@ -49,7 +49,7 @@ def used_subnets() -> list[ipaddress.IPv4Network]:
     for net in _podman_json("network", "ls"):
         for sub in net.get("subnets") or []:
             nets.append(ipaddress.ip_network(sub["subnet"], strict=False))
-    routes = json.loads(proc.run(["ip", "-j", "route", "show", "table", "all"], timeout=30).stdout or "[]")
+    routes = json.loads(proc.run(["ip", "-j", "route", "show", "table", "all"], timeout_s=30).stdout or "[]")
     for route in routes:
         dst = route.get("dst", "")
         if dst and dst != "default" and ":" not in dst:
@@ -159,7 +159,7 @@ def policy_table(run_id: str) -> str:
 def _policy_tables(run_id: str) -> list[str]:
     """The run's nftables tables on this host: its network policy and the
     exposure probes' per-destination counters (refarch.clouds.exposure.edge_table)."""
-    out = proc.run(["nft", "list", "tables"], timeout=30, check=False).stdout
+    out = proc.run(["nft", "list", "tables"], timeout_s=30, check=False).stdout
     present = {line.strip() for line in out.splitlines()}
     names = (policy_table(run_id), exposure.edge_table(policy_table(run_id)))
     return [name for name in names if f"table inet {name}" in present]
@@ -240,13 +240,13 @@ def sweep(run_id: str, log: Path | None = None, found: dict[str, list[str]] | No
     """
     found = found if found is not None else run_resources(run_id)
     for name in found["containers"]:
-        proc.run(["podman", "rm", "-f", "--ignore", "-t", "5", name], timeout=120, log=log)
+        proc.run(["podman", "rm", "-f", "--ignore", "-t", "5", name], timeout_s=120, log=log)
     for name in found["networks"]:
-        proc.run(["podman", "network", "rm", "-f", name], timeout=60, log=log, check=False)
+        proc.run(["podman", "network", "rm", "-f", name], timeout_s=60, log=log, check=False)
     for name in found["volumes"]:
-        proc.run(["podman", "volume", "rm", "-f", name], timeout=60, log=log, check=False)
+        proc.run(["podman", "volume", "rm", "-f", name], timeout_s=60, log=log, check=False)
     for name in found.get("nft_tables", []):
-        proc.run(["nft", "delete", "table", "inet", name], timeout=30, log=log, check=False)
+        proc.run(["nft", "delete", "table", "inet", name], timeout_s=30, log=log, check=False)
     if found.get("netns"):
         exposure.remove_probes(run_id)
     return found
@@ -259,13 +259,13 @@ def host_leaks(subnet: str) -> dict[str, list[str]]:
     run's subnet reservation is held (no other run can use the subnet)."""
     net = ipaddress.ip_network(subnet)
     out: dict[str, list[str]] = {}
-    links = json.loads(proc.run(["ip", "-j", "addr", "show"], timeout=30).stdout or "[]")
+    links = json.loads(proc.run(["ip", "-j", "addr", "show"], timeout_s=30).stdout or "[]")
     bridges = [link["ifname"] for link in links
                if any(a.get("family") == "inet" and ipaddress.ip_address(a["local"]) in net
                       for a in link.get("addr_info", []))]
     if bridges:
         out["bridges"] = bridges
-    ruleset = proc.run(["nft", "list", "ruleset"], timeout=30, check=False).stdout
+    ruleset = proc.run(["nft", "list", "ruleset"], timeout_s=30, check=False).stdout
     rules = [line.strip() for line in ruleset.splitlines() if str(net) in line]
     if rules:
         out["nftables"] = rules

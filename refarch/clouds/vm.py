@@ -159,38 +159,38 @@ def image_key(versions: dict | None = None) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def ensure_image(log: Path, timeout: float = 1200) -> VMImage:
+def ensure_image(log: Path, timeout_s: float = 1200) -> VMImage:
     """Build the VM image unless cached (about 2 min cold); return it.
 
     Raises:
         CommandError: debootstrap, the chroot script or mkfs failed.
-        PhaseTimeout: past ``timeout`` seconds.
+        PhaseTimeout: past ``timeout_s`` seconds.
     """
     key = image_key()
     home = cache_dir() / "vm-image" / key
     with cache_lock("vm-image"):
         if not (home / "done").exists():
-            _build_image(home, log, timeout)
+            _build_image(home, log, timeout_s)
     return VMImage(home / "base.qcow2", home / "vmlinuz", home / "initrd.img")
 
 
-def _build_image(home: Path, log: Path, timeout: float) -> None:
+def _build_image(home: Path, log: Path, timeout_s: float) -> None:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     work = Path(tempfile.mkdtemp(prefix="vm-image-", dir=cache_dir()))
     try:
         tree = work / "root"
         proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(VM_PACKAGES),
-                  load_versions()["debian_suite"], str(tree)], timeout=timeout, log=log)
+                  load_versions()["debian_suite"], str(tree)], timeout_s=timeout_s, log=log)
         (tree / "customize.sh").write_text(CUSTOMIZE.replace("@LATER@", " ".join(LATER_PACKAGES)), encoding="utf-8")
         shutil.copy("/etc/resolv.conf", tree / "etc" / "resolv.conf")
-        proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout=300, log=log)
+        proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout_s=300, log=log)
         (tree / "customize.sh").unlink()
         shutil.copy(next(tree.glob("boot/vmlinuz-*")), home / "vmlinuz")
         shutil.copy(next(tree.glob("boot/initrd.img-*")), home / "initrd.img")
         raw = work / "base.img"
-        proc.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(raw), "3G"], timeout=300, log=log)
-        proc.run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(home / "base.qcow2")], timeout=300, log=log)
+        proc.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(raw), "3G"], timeout_s=300, log=log)
+        proc.run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(home / "base.qcow2")], timeout_s=300, log=log)
         (home / "done").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), encoding="utf-8")
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -243,7 +243,7 @@ class VMNode:
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return proc.run(["ip", *args], timeout=30, check=check)
+    return proc.run(["ip", *args], timeout_s=30, check=check)
 
 
 def bridge_name(run_id: str) -> str:
@@ -297,7 +297,7 @@ def _up(rundir: RunDir, log: Path, count: int, volumes: dict[str, int], no_host_
     ssh = rundir.ssh_dir
     ssh.mkdir(mode=0o700)
     proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", rundir.run_id, "-f", str(ssh / "id_ed25519")],
-             timeout=30)
+             timeout_s=30)
     seeds = _seeds(rundir, nodes, no_host_keys, log)
     vmdir = rundir.path / "vm"
     vmdir.mkdir()
@@ -317,7 +317,7 @@ def _seeds(rundir: RunDir, nodes: list[VMNode], no_host_keys: bool, log: Path) -
     inputs = []
     for node in nodes:
         key = keys / node.name
-        proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node.name, "-f", str(key)], timeout=30)
+        proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", node.name, "-f", str(key)], timeout_s=30)
         public = (keys / f"{node.name}.pub").read_text().strip()
         inputs.append({"hostname": node.name, "address": node.address, "host_key": key.read_text(),
                        "host_public_key": public})
@@ -344,7 +344,7 @@ def _seeds(rundir: RunDir, nodes: list[VMNode], no_host_keys: bool, log: Path) -
             "instance-id": f"{rundir.run_id}-{node.name}", "local-hostname": node.name,
             "public-keys": [run_key]}), encoding="utf-8")
         seed = folder / "seed.img"
-        proc.run(["cloud-localds", str(seed), str(folder / "user-data"), str(folder / "meta-data")], timeout=60,
+        proc.run(["cloud-localds", str(seed), str(folder / "user-data"), str(folder / "meta-data")], timeout_s=60,
                  log=log)
         seeds[node.name] = seed
     return seeds
@@ -356,11 +356,11 @@ def _boot(rundir: RunDir, image: VMImage, accel: list[str], node: VMNode, seed: 
     _ip("link", "set", node.tap, "master", bridge_name(rundir.run_id))
     _ip("link", "set", node.tap, "up")
     disk = vmdir / f"{node.name}.qcow2"
-    proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.base), "-F", "qcow2", str(disk)], timeout=60)
+    proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-b", str(image.base), "-F", "qcow2", str(disk)], timeout_s=60)
     drives = ["-drive", f"file={disk},if=virtio,format=qcow2"]
     if node.volume_gb:
         volume = vmdir / f"{node.name}-volume.img"
-        proc.run(["qemu-img", "create", "-q", "-f", "raw", str(volume), f"{node.volume_gb}G"], timeout=60)
+        proc.run(["qemu-img", "create", "-q", "-f", "raw", str(volume), f"{node.volume_gb}G"], timeout_s=60)
         drives += ["-drive", f"file={volume},if=virtio,format=raw"]
     drives += ["-drive", f"file={seed},if=virtio,format=raw,readonly=on"]
     gateway = next(subnet.hosts())
@@ -372,7 +372,7 @@ def _boot(rundir: RunDir, image: VMImage, accel: list[str], node: VMNode, seed: 
               "-kernel", str(image.kernel), "-initrd", str(image.initrd), "-append", append, *drives,
               "-netdev", f"tap,id=net0,ifname={node.tap},script=no,downscript=no",
               "-device", f"virtio-net-pci,netdev=net0,mac={mac}",
-              "-daemonize", "-pidfile", str(vmdir / f"{node.name}.pid")], timeout=60)
+              "-daemonize", "-pidfile", str(vmdir / f"{node.name}.pid")], timeout_s=60)
 
 
 def _write_access(rundir: RunDir, nodes: list[VMNode], subnet: ipaddress.IPv4Network) -> None:
@@ -402,17 +402,17 @@ def _write_access(rundir: RunDir, nodes: list[VMNode], subnet: ipaddress.IPv4Net
     (rundir.path / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False), encoding="utf-8")
 
 
-def ssh(rundir: RunDir, node: str, command: str, timeout: float = 60, check: bool = False) \
+def ssh(rundir: RunDir, node: str, command: str, timeout_s: float = 60, check: bool = False) \
         -> subprocess.CompletedProcess:
     """``command`` on ``node`` over SSH with the run's config (strict host
     key checking against the known_hosts written before boot)."""
-    return proc.run(["ssh", "-F", str(rundir.ssh_dir / "config"), node, command], timeout=timeout, check=check)
+    return proc.run(["ssh", "-F", str(rundir.ssh_dir / "config"), node, command], timeout_s=timeout_s, check=check)
 
 
 def _wait_ssh(rundir: RunDir, node: VMNode, deadline: float) -> None:
     last = ""
     while time.monotonic() < deadline:
-        r = ssh(rundir, node.name, "cloud-init status --wait >/dev/null 2>&1; hostname", timeout=120)
+        r = ssh(rundir, node.name, "cloud-init status --wait >/dev/null 2>&1; hostname", timeout_s=120)
         if r.returncode == 0 and r.stdout.strip() == node.name:
             return
         last = (r.stderr or r.stdout).strip().splitlines()[-1:] or [f"exit {r.returncode}"]
@@ -431,7 +431,7 @@ def reboot(rundir: RunDir, node: str, timeout_s: float = 420) -> None:
     Raises:
         RefarchError: it did not come back within ``timeout_s``.
     """
-    ssh(rundir, node, "sudo systemctl reboot", timeout=30)
+    ssh(rundir, node, "sudo systemctl reboot", timeout_s=30)
     time.sleep(10)
     meta = {n["name"]: n for n in rundir.read_meta()["nodes"]}
     _wait_ssh(rundir, VMNode(**meta[node]), time.monotonic() + timeout_s)

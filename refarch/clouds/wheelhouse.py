@@ -42,20 +42,20 @@ def wheelhouse_key(versions: dict | None = None) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def ensure_wheelhouse(image_tag: str, log: Path, timeout: float, ca_files: list[str] | None = None) -> Path:
+def ensure_wheelhouse(image_tag: str, log: Path, timeout_s: float, ca_files: list[str] | None = None) -> Path:
     """Return the cached wheelhouse folder, building it first if needed.
 
     Cold: about 6-8 minutes on 2 cores (TensorFlow download, Horovod compile).
 
     Raises:
         CommandError: the build container failed (its output is in ``log``).
-        PhaseTimeout: the build ran past ``timeout`` seconds.
+        PhaseTimeout: the build ran past ``timeout_s`` seconds.
     """
     with cache_lock("wheelhouse"):
-        return _ensure_wheelhouse(image_tag, log, timeout, ca_files)
+        return _ensure_wheelhouse(image_tag, log, timeout_s, ca_files)
 
 
-def _ensure_wheelhouse(image_tag: str, log: Path, timeout: float, ca_files: list[str] | None) -> Path:
+def _ensure_wheelhouse(image_tag: str, log: Path, timeout_s: float, ca_files: list[str] | None) -> Path:
     versions = load_versions()
     final = cache_dir() / "wheelhouse" / wheelhouse_key(versions)
     if (final / "constraints.txt").is_file():
@@ -82,7 +82,7 @@ def _ensure_wheelhouse(image_tag: str, log: Path, timeout: float, ca_files: list
         cmd += ["-e", f"{key}={value}"]
     cmd += [image_tag, "/bin/sh", "/build.sh"]
     try:
-        proc.run(cmd, timeout=timeout, log=log)
+        proc.run(cmd, timeout_s=timeout_s, log=log)
         out.rename(final)
     finally:
         shutil.rmtree(work, ignore_errors=True)

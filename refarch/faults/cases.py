@@ -43,7 +43,7 @@ class FaultContext:
 
     def sh(self, node: str, script: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run ``script`` as root in ``node`` (out of band, no SSH)."""
-        return proc.run(["podman", "exec", self.container(node), "sh", "-c", script], timeout=300, check=check)
+        return proc.run(["podman", "exec", self.container(node), "sh", "-c", script], timeout_s=300, check=check)
 
     def netns(self, node: str, *cmd: str) -> subprocess.CompletedProcess:
         """Run ``cmd`` from the host inside ``node``'s network namespace."""
@@ -281,9 +281,9 @@ def _exposed_port(ctx: FaultContext) -> None:
     the head of the run's network policy that admits TCP 8099 from
     anywhere (what a hand-edited security group does)."""
     table = ctx.contract.network_policy["table"]
-    proc.run(["podman", "exec", "-d", ctx.container(ctx.node(1)), "python3", "-m", "http.server", "8099"], timeout=30)
+    proc.run(["podman", "exec", "-d", ctx.container(ctx.node(1)), "python3", "-m", "http.server", "8099"], timeout_s=30)
     proc.run(["nft", "insert", "rule", "inet", table, "forward", "tcp", "dport", "8099", "accept",
-              "comment", '"refarch-fault-exposed"'], timeout=30)
+              "comment", '"refarch-fault-exposed"'], timeout_s=30)
 
 
 def _exposed_port_revert(ctx: FaultContext) -> None:
@@ -304,9 +304,9 @@ def _udp_exposed(port: int):
     def inject(ctx: FaultContext) -> None:
         table = ctx.contract.network_policy["table"]
         proc.run(["podman", "exec", "-d", ctx.container(ctx.node(1)), "python3", "-c",
-                  _SILENT_UDP.format(port=port), f"refarch-fault-udp{port}"], timeout=30)
+                  _SILENT_UDP.format(port=port), f"refarch-fault-udp{port}"], timeout_s=30)
         proc.run(["nft", "insert", "rule", "inet", table, "forward", "udp", "dport", str(port), "accept",
-                  "comment", '"refarch-fault-exposed"'], timeout=30)
+                  "comment", '"refarch-fault-exposed"'], timeout_s=30)
     return inject
 
 
@@ -319,11 +319,11 @@ def _udp_exposed_revert(port: int):
 
 def _exposed_port_revert_rules(ctx: FaultContext) -> None:
     table = ctx.contract.network_policy["table"]
-    listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout=30).stdout
+    listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout_s=30).stdout
     for line in listing.splitlines():
         if "refarch-fault-exposed" in line and "# handle " in line:
             handle = line.rsplit("# handle ", 1)[1].strip()
-            proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle", handle], timeout=30)
+            proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle", handle], timeout_s=30)
 
 
 def _both(*steps):
@@ -524,11 +524,11 @@ def _inject_tf(ctx: FaultContext) -> None:
     if not any(wheels.glob("tensorflow_cpu-2.14.1-*.whl")):
         proc.run(["python3", "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
                   "--python-version", "3.11", "--platform", "manylinux_2_17_x86_64", "-d", str(wheels),
-                  "tensorflow-cpu==2.14.1"], timeout=900)
+                  "tensorflow-cpu==2.14.1"], timeout_s=900)
     node = ctx.node(1)
     ctx.sh(node, "mkdir -p /srv/fault-wheels")
     for whl in wheels.glob("tensorflow_cpu-2.14.1-*.whl"):
-        proc.run(["podman", "cp", str(whl), f"{ctx.container(node)}:/srv/fault-wheels/"], timeout=300)
+        proc.run(["podman", "cp", str(whl), f"{ctx.container(node)}:/srv/fault-wheels/"], timeout_s=300)
     _tf_stash(ctx, "aside")
     ctx.sh(node, "/opt/horovod/bin/pip install -q --no-deps --no-compile --no-index --find-links /srv/fault-wheels "
                  "tensorflow-cpu==2.14.1")
@@ -784,7 +784,7 @@ FAULTS: tuple[Fault, ...] = (
           message=r"{n1}: cluster interface is \S+, but REFARCH_CLUSTER_IFACE=lo"),
     Fault("extra-listener", "a stray service listens on one node",
           inject=lambda c: proc.run(["podman", "exec", "-d", c.container(c.node(1)), "python3", "-m", "http.server",
-                                     "8099"], timeout=30),
+                                     "8099"], timeout_s=30),
           revert=lambda c: c.sh(c.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False),
           checks="test_listening_sockets_allowed", must_fail=("test_listening_sockets_allowed[{n1}]",),
           message=r"{n1}: listening beyond the allow-list .*tcp/8099"),

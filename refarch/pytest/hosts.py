@@ -33,7 +33,7 @@ def probe_ssh(cluster, run_state: RunState, name: str) -> str | None:
     if run_state.existing is None:
         node = cluster.contract.node(name)
         config = cluster.rundir.ssh_dir / "config"
-        r = proc.ssh_fresh(config, name, "true", connect_timeout_s=10, timeout=30, batch=True)
+        r = proc.ssh_fresh(config, name, "true", connect_timeout_s=10, timeout_s=30, batch=True)
         if r.returncode != 0:
             text = (r.stderr or r.stdout or "").strip()
             reason = checks.root_cause(text) or f"ssh exit {r.returncode}"

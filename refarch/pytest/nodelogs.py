@@ -76,13 +76,13 @@ def split(text: str) -> dict[str, tuple[str, str]]:
 
 def _over_ssh(config: Path, node: str, timeout_s: int) -> str:
     r = proc.ssh_fresh(config, node, f"sudo -n sh -c {shlex.quote(script(timeout_s))}", connect_timeout_s=5,
-                       timeout=timeout_s * len(COMMANDS) + 30)
+                       timeout_s=timeout_s * len(COMMANDS) + 30)
     return (r.stdout or "") + (r.stderr or "")
 
 
 def _out_of_band(container: str, timeout_s: int) -> str:
     r = proc.run(["podman", "exec", container, "sh", "-c", script(timeout_s)],
-                 timeout=timeout_s * len(COMMANDS) + 30, check=False)
+                 timeout_s=timeout_s * len(COMMANDS) + 30, check=False)
     return (r.stdout or "") + (r.stderr or "")
 
 

@@ -337,7 +337,7 @@ def node_healthy(cluster, name: str, mount_point: str) -> bool:
 
     check = (f"timeout 10 ls -A {shlex.quote(mount_point)} >/dev/null && "
              "chronyc -n tracking | grep -q 'Leap status *: Normal'")
-    r = proc.ssh_fresh(cluster.rundir.ssh_dir / "config", name, check, connect_timeout_s=3, timeout=30)
+    r = proc.ssh_fresh(cluster.rundir.ssh_dir / "config", name, check, connect_timeout_s=3, timeout_s=30)
     return r.returncode == 0
 
 

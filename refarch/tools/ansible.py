@@ -133,12 +133,12 @@ def _ansible_env() -> dict[str, str]:
 def run_playbook(
     inventory: Path,
     log: Path,
-    timeout: float,
+    timeout_s: float,
     extra_vars_file: Path | None = None,
     playbook: Path = ANSIBLE_DIR / "site.yml",
     check: bool = True,
 ) -> PlaybookResult:
-    """Run ``playbook`` against ``inventory`` within ``timeout`` seconds (all
+    """Run ``playbook`` against ``inventory`` within ``timeout_s`` seconds (all
     attempts together).  An attempt whose every failure is transient (a rule
     of :data:`refarch.retry.RETRYABLE`) is run again, up to the rule's
     attempts; the playbook is idempotent, so a re-run finishes the job.
@@ -146,16 +146,16 @@ def run_playbook(
     Raises:
         CommandError: the playbook failed (the message names the failed hosts
             and the last lines of output) and ``check`` is true.
-        PhaseTimeout: it ran past ``timeout``.
+        PhaseTimeout: it ran past ``timeout_s``.
     """
     cmd = [playbook_command(), "-i", str(inventory), str(playbook)]
     if extra_vars_file:
         cmd += ["-e", f"@{extra_vars_file}"]
     env = _ansible_env()
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + timeout_s
     attempt = 1
     while True:
-        done = proc.run(cmd, timeout=max(deadline - time.monotonic(), 1), log=log, env=env, check=False,
+        done = proc.run(cmd, timeout_s=max(deadline - time.monotonic(), 1), log=log, env=env, check=False,
                         stream=True, cwd=ANSIBLE_DIR)
         rule = retry.classify(_failures(done.stdout)) if done.returncode != 0 else None
         if rule is None or attempt >= rule.attempts or deadline - time.monotonic() < rule.wait_s:
@@ -177,18 +177,18 @@ def run_playbook(
 
 
 def run_module(inventory: Path, host: str, module: str, args: str, *, become_user: str | None = None,
-               log: Path | None = None, timeout: float = 120) -> PlaybookResult:
+               log: Path | None = None, timeout_s: float = 120) -> PlaybookResult:
     """Run one Ansible module on ``host`` (``ansible HOST -m MODULE -a ARGS``),
     as ``become_user`` when given; returns the outcome (``rc``, output) and
     never raises for a failed module.
 
     Raises:
-        PhaseTimeout: it ran past ``timeout`` seconds.
+        PhaseTimeout: it ran past ``timeout_s`` seconds.
     """
     cmd = [str(Path(playbook_command()).with_name("ansible")), host, "-i", str(inventory), "-m", module, "-a", args]
     if become_user:
         cmd += ["--become", "--become-user", become_user]
-    done = proc.run(cmd, timeout=timeout, log=log, env=_ansible_env(), check=False, cwd=ANSIBLE_DIR)
+    done = proc.run(cmd, timeout_s=timeout_s, log=log, env=_ansible_env(), check=False, cwd=ANSIBLE_DIR)
     return PlaybookResult(done.returncode, {}, (done.stdout or "") + (done.stderr or ""))
 
 

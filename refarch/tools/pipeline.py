@@ -34,7 +34,7 @@ NOT_IN_PIPELINE = "never"
 
 def _git(repo: Path, *args: str) -> str:
     return version.git("-c", "user.name=refarch", "-c", "user.email=refarch@localhost", *args, cwd=repo,
-                       timeout=120)
+                       timeout_s=120)
 
 
 def project_copy(dest: Path, source: Path = ROOT) -> Path:
@@ -42,7 +42,7 @@ def project_copy(dest: Path, source: Path = ROOT) -> Path:
     untracked, ignored ones excluded) into a new repository at ``dest`` on
     branch main, committed, with ``origin/main`` at that commit."""
     files = version.git("ls-files", "-z", "--cached", "--others", "--exclude-standard", cwd=source,
-                        timeout=120).split("\0")
+                        timeout_s=120).split("\0")
     for rel in filter(None, files):
         src = source / rel
         if src.is_file():
@@ -75,11 +75,11 @@ def clean_env() -> dict[str, str]:
     return env
 
 
-def _gcl(repo: Path, args: list[str], timeout: float) -> subprocess.CompletedProcess:
+def _gcl(repo: Path, args: list[str], timeout_s: float) -> subprocess.CompletedProcess:
     if not GITLAB_CI_LOCAL.exists():
         raise RefarchError(f"{GITLAB_CI_LOCAL} is missing: run `npm ci --prefix ci/gitlab-ci-local` (tox -e pipeline does)")
     return subprocess.run([str(GITLAB_CI_LOCAL), *args], cwd=repo, env=clean_env(), capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout_s)
 
 
 def _variables(variables: dict[str, str]) -> list[str]:
@@ -94,7 +94,7 @@ def list_jobs(repo: Path, variables: dict[str, str]) -> dict[str, dict]:
     Raises:
         RefarchError: gitlab-ci-local rejected the file (its message).
     """
-    r = _gcl(repo, ["--list-json", *_variables(variables)], timeout=120)
+    r = _gcl(repo, ["--list-json", *_variables(variables)], timeout_s=120)
     try:
         return {job["name"]: job for job in json.loads(r.stdout)}
     except ValueError:
@@ -133,13 +133,13 @@ def shell_copy(repo: Path) -> Path:
     return path
 
 
-def run_jobs(repo: Path, jobs: list[str], variables: dict[str, str], timeout: float = 1800) \
+def run_jobs(repo: Path, jobs: list[str], variables: dict[str, str], timeout_s: float = 1800) \
         -> subprocess.CompletedProcess:
     """Run ``jobs`` one after another in gitlab-ci-local's shell executor in
     ``repo`` (they share its ``.venv``, as jobs on one runner share a cache)."""
     shell = shell_copy(repo)
     return _gcl(repo, ["--file", shell.name, "--shell-executor-no-image", "--concurrency", "1", "--timestamps",
-                       "--no-color", *_variables(variables), *jobs], timeout=timeout)
+                       "--no-color", *_variables(variables), *jobs], timeout_s=timeout_s)
 
 
 def job_results(output: str) -> dict[str, str]:

@@ -123,7 +123,7 @@ def _runner_modules() -> set[str]:
 
 def _destroy(name: str, log: Path) -> None:
     print(f"refarch: roles: destroying scenario {name}", file=sys.stderr, flush=True)
-    proc.run([molecule(), "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout=600, log=log, check=False,
+    proc.run([molecule(), "destroy", "-s", name], cwd=ANSIBLE_DIR, timeout_s=600, log=log, check=False,
              env=molecule_env())
 
 
@@ -147,7 +147,7 @@ def run_scenario(name: str, out: Path) -> Outcome:
     with lifecycle.guarded(lambda: _destroy(name, log), keep=lambda: not lifecycle.INTERRUPTED):
         with progress.heartbeat(f"role scenario {name}", log=log):
             try:
-                proc.run([molecule(), "test", "-s", name], cwd=ANSIBLE_DIR, timeout=SCENARIO_TIMEOUT_S, log=log,
+                proc.run([molecule(), "test", "-s", name], cwd=ANSIBLE_DIR, timeout_s=SCENARIO_TIMEOUT_S, log=log,
                          stream=True, env=molecule_env(loaded))
             except (CommandError, PhaseTimeout) as exc:
                 failed["why"] = str(exc).splitlines()[0]

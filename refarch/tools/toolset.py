@@ -115,7 +115,7 @@ def source_files(root: Path = ROOT) -> list[str]:
     ``.tox``, ``.venv`` and ``runs``."""
     skip = ("runs", ".git", ".tox", ".venv", "__pycache__", "node_modules")
     try:
-        listed = version.git("ls-files", "-co", "--exclude-standard", "-z", cwd=root, timeout=120).split("\0")
+        listed = version.git("ls-files", "-co", "--exclude-standard", "-z", cwd=root, timeout_s=120).split("\0")
         names = {n for n in listed if n and (root / n).is_file()}
     except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
         names = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
@@ -216,19 +216,19 @@ def require_podman() -> None:
                            "(apt-get install podman runc; ci/bootstrap.sh local installs both)")
 
 
-def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tuple[str, bool]:
+def ensure_toolset(log: Path, force: bool = False, timeout_s: float = 2400) -> tuple[str, bool]:
     """Build the toolset image unless its tag exists (or ``force``: build
     again, podman's layer cache off); return (tag, whether it was built).
 
     Cold: about 6-10 minutes on 2 cores (the bare Debian root if missing,
     about 150 MB of wheels downloaded once, apt and pip in the build);
     warm: nothing; a change of the suite's files only: the last layer.
-    ``timeout`` is in seconds, per step (wheel download, podman build).
+    ``timeout_s`` is in seconds, per step (wheel download, podman build).
 
     Raises:
         RefarchError: podman or terraform is missing or unfit (one line).
         CommandError: debootstrap, pip or podman build failed (output in ``log``).
-        PhaseTimeout: a step ran past ``timeout``.
+        PhaseTimeout: a step ran past ``timeout_s``.
     """
     require_podman()
     sources = snapshot_sources()
@@ -240,7 +240,7 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
         if not force and toolset_exists(tag):  # built by a concurrent run meanwhile
             return tag, False
         base = ensure_fresh_image(log)
-        wheels = ensure_wheels(log, timeout)
+        wheels = ensure_wheels(log, timeout_s)
         work = Path(tempfile.mkdtemp(prefix="toolset-", dir=cache_dir()))
         try:
             _context(work, terraform_binary()[0], sources)
@@ -249,7 +249,7 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
                       "--build-arg", f"BASE={base}", "--build-arg", f"PACKAGES={' '.join(inputs['packages'])}",
                       "--label", f"refarch.tools.toolset.version={inputs['version']}",
                       "--file", str(work / "Containerfile"), "--tag", tag, str(work)],
-                     timeout=timeout, log=log, stream=True)
+                     timeout_s=timeout_s, log=log, stream=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return tag, True
@@ -257,7 +257,7 @@ def ensure_toolset(log: Path, force: bool = False, timeout: float = 2400) -> tup
 
 def toolset_exists(tag: str) -> bool:
     """True when podman's storage holds ``tag``."""
-    return proc.run(["podman", "image", "exists", tag], timeout=60, check=False).returncode == 0
+    return proc.run(["podman", "image", "exists", tag], timeout_s=60, check=False).returncode == 0
 
 
 def _context(work: Path, terraform: Path, sources: dict[str, tuple[bytes, int]]) -> None:
@@ -282,7 +282,7 @@ def wheels_key(root: Path = ROOT) -> str:
     return digest.hexdigest()[:16]
 
 
-def ensure_wheels(log: Path, timeout: float = 1800) -> Path:
+def ensure_wheels(log: Path, timeout_s: float = 1800) -> Path:
     """``<cache>/toolset/wheels/<key>``: a wheel of every line of each lock
     file (``pip wheel --no-deps``: downloaded, or built from an sdist), made
     once per lock content with this Python's pip and the host's pip
@@ -290,7 +290,7 @@ def ensure_wheels(log: Path, timeout: float = 1800) -> Path:
 
     Raises:
         CommandError: pip failed (its output is in ``log``).
-        PhaseTimeout: pip ran past ``timeout`` seconds.
+        PhaseTimeout: pip ran past ``timeout_s`` seconds.
     """
     final = cache_dir() / "toolset" / "wheels" / wheels_key()
     if (final / ".complete").is_file():
@@ -300,7 +300,7 @@ def ensure_wheels(log: Path, timeout: float = 1800) -> Path:
     try:
         for name in LOCKS:  # one pip each: the two locks pin shared libraries differently
             proc.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-r", str(ROOT / TOOLSET_DIR / name),
-                      "-w", str(work)], timeout=timeout, log=log,
+                      "-w", str(work)], timeout_s=timeout_s, log=log,
                      env={"PIP_CACHE_DIR": str(cache_dir() / "toolset" / "pip")})
         (work / ".complete").write_text("", encoding="utf-8")
         shutil.rmtree(final, ignore_errors=True)

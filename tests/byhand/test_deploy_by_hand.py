@@ -104,10 +104,10 @@ def user(tmp_path):
     logs.mkdir()
     key = home / ".ssh" / "id_ed25519"
     key.parent.mkdir(mode=0o700)
-    proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", run_id, "-f", str(key)], timeout=30)
+    proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", run_id, "-f", str(key)], timeout_s=30)
     owner = Owner.current(tmp_path)
-    tag = image.ensure_image(logs / "image.log", timeout=profile.timeouts_s.image)
-    wheels = wheelhouse.ensure_wheelhouse(tag, logs / "wheel.log", timeout=profile.timeouts_s.wheel)
+    tag = image.ensure_image(logs / "image.log", timeout_s=profile.timeouts_s.image)
+    wheels = wheelhouse.ensure_wheelhouse(tag, logs / "wheel.log", timeout_s=profile.timeouts_s.wheel)
     net = profile.network
     subnet = localcloud.reserve_subnet(net.subnet_pool, net.subnet_prefix, run_id, owner)
     values = {"run_id": hcl(run_id), "subnet_cidr": hcl(subnet), "image": hcl(tag),
@@ -151,5 +151,5 @@ def test_the_readme_deploys_configures_checks_and_destroys(user, tmp_path):
     state = json.loads((Path(env["HOME"]) / "hvd" / "local" / "terraform.tfstate").read_text(encoding="utf-8"))
     assert not state.get("resources"), f"terraform destroy left {[x['name'] for x in state['resources']]}"
     leftovers = proc.run(["podman", "ps", "-a", "--filter", f"label=refarch.run_id={run_id}", "--format",
-                          "{{.Names}}"], timeout=30).stdout.split()
+                          "{{.Names}}"], timeout_s=30).stdout.split()
     assert not leftovers, f"the by-hand run left containers {leftovers}"

@@ -87,7 +87,7 @@ def wait_for_listeners(containers: dict[str, str], seeded: dict[str, list[str]],
         if not missing:
             return
         if time.monotonic() > deadline:
-            said = {node: proc.run(["podman", "exec", containers[node], "cat", LISTENER_LOG], timeout=30,
+            said = {node: proc.run(["podman", "exec", containers[node], "cat", LISTENER_LOG], timeout_s=30,
                                    check=False).stdout.strip() or "(nothing)" for node in missing}
             pytest.fail("not measured: the seeded listeners did not all listen within "
                         f"{wait_s:.0f} s: " + "; ".join(f"{node}: {', '.join(specs)} not listening "
@@ -114,11 +114,11 @@ def test_seeded_listeners_are_all_found(cluster, results):
             if specs:
                 proc.run(["podman", "exec", "-d", containers[node], "sh", "-c",
                           f'exec python3 -c "$0" refarch-seeded "$@" 2>{LISTENER_LOG}', LISTENERS, *specs],
-                         timeout=30)
+                         timeout_s=30)
         for spec in sorted({s for specs in seeded.values() for s in specs}):
             proto, port = spec.split("/")
             proc.run(["nft", "insert", "rule", "inet", table, "forward", proto, "dport", port, "accept",
-                      "comment", '"refarch-seeded"'], timeout=30)
+                      "comment", '"refarch-seeded"'], timeout_s=30)
         wait_for_listeners(containers, seeded)
         for probe in probes:
             exposure.create_probe(probe)
@@ -127,14 +127,14 @@ def test_seeded_listeners_are_all_found(cluster, results):
         seconds = time.monotonic() - start
     finally:
         exposure.remove_probes(cluster.run_id)
-        listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout=30).stdout
+        listing = proc.run(["nft", "-a", "list", "chain", "inet", table, "forward"], timeout_s=30).stdout
         for line in listing.splitlines():
             if "refarch-seeded" in line and "# handle " in line:
                 proc.run(["nft", "delete", "rule", "inet", table, "forward", "handle",
-                          line.rsplit("# handle ", 1)[1].strip()], timeout=30)
+                          line.rsplit("# handle ", 1)[1].strip()], timeout_s=30)
         for node in seeded:
             proc.run(["podman", "exec", containers[node], "pkill", "-f", "refarch-seeded"],
-                     timeout=30, check=False)
+                     timeout_s=30, check=False)
     address_of = {name: address for address, name in names.items()}
     missed = {kind: [f"{node} {spec}" for node, specs in seeded.items() for spec in specs
                      if spec not in scan.open_ports.get(address_of[node], [])]

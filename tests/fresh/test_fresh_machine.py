@@ -86,7 +86,7 @@ def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_c
                   "--ulimit", "nofile=4096:8192", "--ulimit", "nproc=4096:8192",
                   "-v", f"{copy}:/work/checkout", "-v", f"{terraform}:/usr/local/bin/terraform:ro",
                   "-v", f"{uv_cache}:/root/.cache/uv", "-e", "STAGES=" + " ".join(STAGES), *ca,
-                  tag, "bash", "-c", CHECK], timeout=2400, check=False, log=tmp_path / "fresh.log")
+                  tag, "bash", "-c", CHECK], timeout_s=2400, check=False, log=tmp_path / "fresh.log")
     out = (r.stdout or "") + (r.stderr or "")
     kept = runs_dir() / "fresh.log"
     kept.parent.mkdir(parents=True, exist_ok=True)

@@ -121,7 +121,7 @@ def configuring(child: Child) -> bool:
 def training(child: Child, node: str = "node1") -> bool:
     """True while the smoke job's benchmark runs on ``node``."""
     # podman top reads the container's processes from the host (no ps needed inside).
-    r = proc.run(["podman", "top", f"{child.run_id}-{node}", "args"], timeout=30, check=False)
+    r = proc.run(["podman", "top", f"{child.run_id}-{node}", "args"], timeout_s=30, check=False)
     return "tf2_synthetic_benchmark" in r.stdout
 
 

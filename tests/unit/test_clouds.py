@@ -84,12 +84,12 @@ def fake_builds(monkeypatch, tmp_path):
     """The image and wheelhouse builds, faked: what they were asked."""
     calls = []
 
-    def ensure_image(log, timeout):
-        calls.append(("image", log.name, timeout))
+    def ensure_image(log, timeout_s):
+        calls.append(("image", log.name, timeout_s))
         return "localhost/refarch-node:0123456789ab"
 
-    def ensure_wheelhouse(tag, log, timeout, ca_files=None):
-        calls.append(("wheel", tag, log.name, timeout))
+    def ensure_wheelhouse(tag, log, timeout_s, ca_files=None):
+        calls.append(("wheel", tag, log.name, timeout_s))
         return tmp_path / "cache" / "wheelhouse" / "k"
 
     monkeypatch.setattr(clouds.image, "ensure_image", ensure_image)

@@ -64,7 +64,7 @@ OK = "PLAY RECAP ***\nnode1 : ok=3 changed=0 unreachable=0 failed=0 skipped=0 re
 
 def test_a_transient_failure_is_retried_then_passes(monkeypatch, tmp_path, capsys):
     calls = _fake_runs(monkeypatch, [(DATA / "ssh-refused.txt").read_text(), OK])
-    result = ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout=600)
+    result = ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout_s=600)
     assert len(calls) == 2 and result.attempts == 2 and result.rc == 0
     note = "retrying ansible-playbook (attempt 2/4) in 10 s: ssh-refused"
     assert note in capsys.readouterr().err and note in (tmp_path / "ansible.log").read_text()
@@ -73,12 +73,12 @@ def test_a_transient_failure_is_retried_then_passes(monkeypatch, tmp_path, capsy
 def test_a_transient_failure_stops_at_its_limit(monkeypatch, tmp_path):
     calls = _fake_runs(monkeypatch, [(DATA / "mirror-unreachable.txt").read_text()])
     with pytest.raises(CommandError, match="Failed to update apt cache"):
-        ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout=600)
+        ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout_s=600)
     assert len(calls) == 3
 
 
 def test_a_permanent_failure_is_not_retried(monkeypatch, tmp_path):
     calls = _fake_runs(monkeypatch, [(DATA / "no-such-package.txt").read_text()])
     with pytest.raises(CommandError, match="nosuchpackage"):
-        ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout=600)
+        ansible.run_playbook(tmp_path / "inv.yml", tmp_path / "ansible.log", timeout_s=600)
     assert len(calls) == 1

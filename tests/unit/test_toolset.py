@@ -110,7 +110,7 @@ def podman(monkeypatch, tmp_path):
     monkeypatch.setattr(toolset.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(toolset, "toolset_inputs", lambda *a, **k: dict(INPUTS))
     monkeypatch.setattr(toolset, "ensure_fresh_image", lambda log, **kw: "localhost/refarch-fresh:bookworm-2")
-    monkeypatch.setattr(toolset, "ensure_wheels", lambda log, timeout=0: ROOT)
+    monkeypatch.setattr(toolset, "ensure_wheels", lambda log, timeout_s=0: ROOT)
     monkeypatch.setattr(toolset, "terraform_binary", lambda: (ROOT / "tox.ini", "1.11.4"))
     monkeypatch.setattr(toolset, "snapshot_sources", lambda root=ROOT: {})
     monkeypatch.setattr(toolset, "_context", lambda work, terraform, sources: None)
