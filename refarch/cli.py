@@ -12,7 +12,7 @@ skippable stages and Molecule's steps), plus the sweep.
                                            OpenStack: run-scoped resources older than
                                            the age, in deletion order (dry run by default)
   refarch record RUN_DIR... [--name NAME]  validation record of the runs' profile
-  refarch gate VERSION                     may VERSION be released (policy + records)
+  refarch gate VERSION                     may VERSION be released (release criteria + records)
   refarch mr-note RUN_DIR                  post the run's summary on the merge request
   refarch roles [-s NAME]                  Molecule scenario of every role (or NAME)
   refarch toolset build [--force] | tag    the toolset image (podman): every tool of the
@@ -291,9 +291,9 @@ def _record(args) -> int:
 def _gate(args) -> int:
     from .judge import gate
 
-    policy = gate.load_policy(Path(args.policy))
+    criteria = gate.load_criteria(Path(args.criteria))
     args.version = args.version.removeprefix("v")
-    result = gate.evaluate(args.version, policy, Path(args.records))
+    result = gate.evaluate(args.version, criteria, Path(args.records))
     for line in result.warnings:
         print(f"warning: {line}")
     for line in result.problems:
@@ -494,11 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=str(ROOT / "validation"), help="records root (default validation/)")
     r.set_defaults(func=_record)
     g = sub.add_parser("gate", help="decide whether an architecture version may be released",
-                       description="checks the version's validation records against the release policy and the "
+                       description="checks the version's validation records against the release criteria and the "
                                    "previous release; exit 0 and writes validation/<version>/gate.json, or exit 1 "
                                    "listing each missing record, failed property and regression")
     g.add_argument("version", help="the version to release (descriptors/VERSION; a tag v1.2.3 gives 1.2.3)")
-    g.add_argument("--policy", default=str(ROOT / "validation" / "policy.yml"), help="release policy file")
+    g.add_argument("--criteria", default=str(ROOT / "validation" / "release-criteria.yml"), help="release criteria file")
     g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
     g.set_defaults(func=_gate)
     c = sub.add_parser("compare", help="measure two versions side by side on this machine",

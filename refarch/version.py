@@ -114,10 +114,10 @@ def commit() -> str | None:
 
 
 #: What judges a run (relative to the checkout): the suite's code and
-#: checks, the profiles' references and the release policy.  A record
+#: checks, the profiles' references and the release criteria.  A record
 #: carries their hash (:func:`judge_hash`) and the gate reports a record
 #: made by another judge.
-JUDGE_PATHS = ("refarch", "tests", "descriptors/profiles", "validation/policy.yml")
+JUDGE_PATHS = ("refarch", "tests", "descriptors/profiles", "validation/release-criteria.yml")
 
 
 def judge_hash(root: Path = ROOT) -> str:

@@ -271,11 +271,11 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
             does not deploy, or a failed measurement (both clusters are
             torn down either way).
     """
-    from .gate import load_policy
+    from .gate import load_criteria
 
     overrides = overrides or {}
     base_commit, cand_commit, arrangement = preflight(baseline, candidate, repetitions, profile, overrides)
-    regression = load_policy().regression
+    regression = load_criteria().regression
     tolerances = {**regression.tolerances, **regression.side_by_side}
     folder = runs_dir() / f"compare-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True)

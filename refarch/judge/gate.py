@@ -1,19 +1,19 @@
 """The release gate: may this architecture version be released?
 
-``refarch gate VERSION`` reads the release policy (``validation/policy.yml``)
+``refarch gate VERSION`` reads the release criteria (``validation/release-criteria.yml``)
 and the validation records of ``VERSION`` (:mod:`refarch.judge.records`). It
 passes only when
 
 - ``VERSION`` is what ``descriptors/VERSION`` says,
-- every record the policy requires exists, was made for exactly the
+- every record the release criteria require exists, was made for exactly the
   descriptor tree on disk (tree hash), and has no failed or errored check,
-- every property the policy requires of that record passed (or warned,
-  where the policy lets it warn),
+- every property the release criteria require of that record passed (or warned,
+  where the release criteria let it warn),
 
 and compares each figure with the previous version's record of the same
 name (images/sec per world size, efficiency, bus bandwidth, recovery time,
-run time), with a tolerance per figure kept in the policy; a regression
-fails the gate or only warns, as the policy says. A passing gate writes
+run time), with a tolerance per figure kept in the release criteria; a regression
+fails the gate or only warns, as the release criteria say. A passing gate writes
 ``validation/<VERSION>/gate.json``.
 """
 
@@ -34,7 +34,7 @@ from ..profile import load_profile
 from . import properties
 from . import records as rec
 
-POLICY_FILE = rec.VALIDATION_DIR / "policy.yml"
+CRITERIA_FILE = rec.VALIDATION_DIR / "release-criteria.yml"
 
 
 class _Strict(BaseModel):
@@ -77,8 +77,8 @@ class Regression(_Strict):
     without_comparison: Literal["fail", "warn"] = "warn"
 
 
-class Policy(_Strict):
-    """The release policy (``validation/policy.yml``)."""
+class ReleaseCriteria(_Strict):
+    """The release criteria (``validation/release-criteria.yml``)."""
 
     #: Record name (a profile, or the --name of a record) -> what it must show.
     records: dict[str, RecordRule]
@@ -86,22 +86,22 @@ class Policy(_Strict):
     may_warn: list[str] = Field(default_factory=list)
     regression: Regression = Field(default_factory=Regression)
     #: A record made by another judge (refarch.version.judge_hash: the
-    #: suite, its checks, the profiles or this policy changed since) fails
+    #: suite, its checks, the profiles or these criteria changed since) fails
     #: the gate or is reported as a warning.
     on_other_judge: Literal["fail", "warn"] = "warn"
 
 
-def load_policy(path: Path = POLICY_FILE) -> Policy:
-    """The policy file, validated.
+def load_criteria(path: Path = CRITERIA_FILE) -> ReleaseCriteria:
+    """The release criteria file, validated.
 
     Raises:
-        RefarchError: missing, not YAML, or not a policy (the first error).
+        RefarchError: missing, not YAML, or not release criteria (the first error).
     """
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return Policy.model_validate(data)
+        return ReleaseCriteria.model_validate(data)
     except OSError as exc:
-        raise RefarchError(f"{path}: cannot read the release policy ({exc.strerror})") from None
+        raise RefarchError(f"{path}: cannot read the release criteria ({exc.strerror})") from None
     except yaml.YAMLError as exc:
         raise RefarchError(f"{path}: not YAML ({exc})") from None
     except ValidationError as exc:
@@ -113,7 +113,7 @@ def load_policy(path: Path = POLICY_FILE) -> Policy:
 @dataclass
 class GateResult:
     """The gate's verdict: ``problems`` fail it; ``warnings`` (accepted
-    warns, regressions the policy only warns about) do not."""
+    warns, regressions the release criteria only warn about) do not."""
 
     version: str
     tree_hash: str
@@ -147,21 +147,21 @@ def previous_version(version: str, name: str, root: Path) -> str | None:
     return best[1] if best else None
 
 
-def tolerance_for(figure: str, policy: Policy) -> Tolerance | None:
+def tolerance_for(figure: str, criteria: ReleaseCriteria) -> Tolerance | None:
     """The tolerance of ``figure`` by its full name, else by its name
     before ``[`` (``images_per_sec[np=2,batch=16]`` -> ``images_per_sec``)."""
-    tols = policy.regression.tolerances
+    tols = criteria.regression.tolerances
     return tols.get(figure) or tols.get(figure.split("[", 1)[0])
 
 
-def regressions(record: dict, previous: dict, policy: Policy) -> list[dict]:
+def regressions(record: dict, previous: dict, criteria: ReleaseCriteria) -> list[dict]:
     """Figures of ``record`` that moved the wrong way beyond their tolerance
     against ``previous`` (same record name, earlier version): one dict each
     with figure, both values, the change (fraction) and the tolerance."""
     out = []
     for figure, new in record.get("figures", {}).items():
         old = previous.get("figures", {}).get(figure)
-        tol = tolerance_for(figure, policy)
+        tol = tolerance_for(figure, criteria)
         if old is None or tol is None or old == 0:
             continue
         worse = (old - new) if tol.better == "higher" else (new - old)
@@ -179,7 +179,7 @@ def _fmt(value: float) -> str:
 def rejudge(record: dict, declared: dict | None = None) -> tuple[dict, list[str]]:
     """The record's properties judged again against the references of its
     profile in this tree, with the record's overrides of other settings
-    and the reference overrides the policy ``declared`` for this record
+    and the reference overrides the release criteria ``declared`` for this record
     (:attr:`RecordRule.references`), and the reasons it cannot stand as
     that profile.
 
@@ -189,7 +189,7 @@ def rejudge(record: dict, declared: dict | None = None) -> tuple[dict, list[str]
     without a figure to judge (skip, error) stay as recorded.
     """
     overrides, declared = record.get("overrides") or {}, declared or {}
-    problems = [f"made with an overridden reference ({key}={value}) the policy does not declare for it: it cannot "
+    problems = [f"made with an overridden reference ({key}={value}) the release criteria do not declare for it: it cannot "
                 f"stand as profile {record.get('profile')}" for key, value in sorted(overrides.items())
                 if key.startswith("properties.") and declared.get(key) != value]
     props = dict(record.get("properties") or {})
@@ -236,10 +236,10 @@ def _machine_text(record: dict) -> str:
            f"kernel {m.get('kernel')}"
 
 
-def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
+def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATION_DIR,
              tree: ver.TreeHash | None = None, declared: str | None = None,
              judge: str | None = None) -> GateResult:
-    """Judge ``version`` against ``policy`` with the records under ``root``.
+    """Judge ``version`` against ``criteria`` with the records under ``root``.
 
     ``tree`` is the descriptor tree the release would ship (default: the
     one on disk); ``declared`` the version ``descriptors/VERSION`` names
@@ -263,7 +263,7 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
     judge = judge if judge is not None else ver.judge_hash()
     found = rec.load_records(version, root)
     comparison = load_comparison(version, root)
-    for name, rule in policy.records.items():
+    for name, rule in criteria.records.items():
         record = found.get(name)
         where = root / version / f"{name}.json"
         if record is None:
@@ -279,9 +279,9 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
         if record.get("judge_hash") != judge:
             made = (f"judge {str(record['judge_hash'])[:12]}, suite commit {record.get('commit')}"
                     if record.get("judge_hash") else "no judge hash: made before records carried one")
-            (result.problems if policy.on_other_judge == "fail" else result.warnings).append(
+            (result.problems if criteria.on_other_judge == "fail" else result.warnings).append(
                 f"{name}: record made by another judge ({made}); this tree judges with {judge[:12]} (the suite, "
-                "its checks, the profiles or the policy changed since): validate again to be judged by this tree")
+                "its checks, the profiles or the release criteria changed since): validate again to be judged by this tree")
         for check_id in record.get("failed_checks", []):
             msg = (record["checks"].get(check_id, {}).get("outcomes") or [{}])[-1].get("message", "")
             result.problems.append(f"{name}: check {check_id} failed" + (f": {msg.splitlines()[0]}" if msg else ""))
@@ -290,12 +290,12 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
         for prop_id in rule.must_pass:
             prop = props.get(prop_id)
             if prop is None or prop["verdict"] == "skip":
-                result.problems.append(f"{name}: property {prop_id} was not measured (required by the policy)")
+                result.problems.append(f"{name}: property {prop_id} was not measured (required by the release criteria)")
                 continue
             shown = f"{_fmt(prop['measured'])} {prop['unit']}" if prop.get("measured") is not None else "no figure"
             bounds = ", ".join(f"{k} {v:g}" for k, v in prop["reference"].items() if k in ("lower", "upper"))
-            if prop["verdict"] == "warn" and prop_id in policy.may_warn:
-                result.warnings.append(f"{name}: property {prop_id} = {shown} warned (accepted by the policy; "
+            if prop["verdict"] == "warn" and prop_id in criteria.may_warn:
+                result.warnings.append(f"{name}: property {prop_id} = {shown} warned (accepted by the release criteria; "
                                        f"{bounds}; run {prop['run_id']})")
             elif prop["verdict"] != "pass":
                 result.problems.append(f"{name}: property {prop_id} = {shown} is {prop['verdict']} ({bounds}; run "
@@ -311,21 +311,21 @@ def evaluate(version: str, policy: Policy, root: Path = rec.VALIDATION_DIR,
         result.previous[name] = prev_version
         previous = rec.load_records(prev_version, root)[name]
         if not record.get("machine") or record.get("machine") != previous.get("machine"):
-            _compared(name, record, previous, prev_version, comparison, policy, result)
+            _compared(name, record, previous, prev_version, comparison, criteria, result)
             continue
-        for reg in regressions(record, previous, policy):
+        for reg in regressions(record, previous, criteria):
             result.regressions.append(reg)
             line = (f"{name}: {reg['figure']} regressed from {_fmt(reg['previous'])} ({prev_version}) to "
                     f"{_fmt(reg['measured'])} ({version}): {reg['change']:+.1%}, tolerance "
                     f"{reg['tolerance']:.0%} ({reg['better']} is better)")
-            (result.problems if policy.regression.on_regression == "fail" else result.warnings).append(line)
+            (result.problems if criteria.regression.on_regression == "fail" else result.warnings).append(line)
     return result
 
 
 def _compared(name: str, record: dict, previous: dict, prev_version: str, comparison: dict | None,
-              policy: Policy, result: GateResult) -> None:
+              criteria: ReleaseCriteria, result: GateResult) -> None:
     """Records of two machines: the side-by-side comparison decides."""
-    where = result.problems if policy.regression.without_comparison == "fail" else result.warnings
+    where = result.problems if criteria.regression.without_comparison == "fail" else result.warnings
     why = (f"{name}: figures of {prev_version} ({_machine_text(previous)}) and {result.version} "
            f"({_machine_text(record)}) come from different machines and are not compared one by one")
     if comparison is None or comparison.get("baseline_version") != prev_version:
@@ -338,7 +338,7 @@ def _compared(name: str, record: dict, previous: dict, prev_version: str, compar
         if fig["verdict"] == "regression":
             result.regressions.append({"record": name, "figure": fig["figure"], "previous_version": prev_version,
                                        "ratio": fig["ratio"], "ci95": fig["ci95"], "side_by_side": True})
-            (result.problems if policy.regression.on_regression == "fail" else result.warnings).append(text)
+            (result.problems if criteria.regression.on_regression == "fail" else result.warnings).append(text)
         elif fig["verdict"] == "inconclusive":
             where.append(text)
 

@@ -55,7 +55,7 @@ REJOIN = [34.16, 29.53, 31.17, 33.1]
 
 
 def test_recovery_of_one_tree_twice_is_never_a_regression_and_twice_as_long_is():
-    tol = gate.load_policy().regression.side_by_side
+    tol = gate.load_criteria().regression.side_by_side
     rec, rej = tol["availability.recovery_s"], tol["availability.rejoin_s"]
     same = comparison.compare_figure("availability.recovery_s", RECOVERY[::2], RECOVERY[1::2], rec.relative,
                                      rec.better, absolute=rec.absolute)
@@ -80,7 +80,7 @@ def test_too_few_or_broken_figures_give_no_interval(baseline, candidate, message
 
 
 def test_every_figure_with_a_tolerance_is_compared():
-    tolerances = gate.load_policy().regression.tolerances
+    tolerances = gate.load_criteria().regression.tolerances
     base = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5e8, "no_tolerance": 1.0} for v in NP1[:3]]
     cand = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5.1e8, "no_tolerance": 1.0} for v in NP1[3:6]]
     names = [f["figure"] for f in comparison.compare_all(base, cand, tolerances)]
@@ -260,7 +260,7 @@ def test_the_recorded_a_a_comparisons_never_report_a_regression(name):
     default 5 with the stop-mode recovery and rejoin (1,169 s, np=1 at 62
     images/sec)."""
     aa = _recorded(name)
-    regression = gate.load_policy().regression
+    regression = gate.load_criteria().regression
     again = comparison.compare_all(aa["runs"]["baseline"], aa["runs"]["candidate"],
                                    {**regression.tolerances, **regression.side_by_side})
     assert [f["figure"] for f in again] == [f["figure"] for f in aa["figures"]]

@@ -15,10 +15,10 @@ from refarch.paths import ROOT
 
 DATA = Path(__file__).parent / "data" / "records"
 TREE = version.TreeHash("1f" * 20, "git-tree")
-#: The 3-node record's references (validation/policy.yml, tox.ini).
+#: The 3-node record's references (validation/release-criteria.yml, tox.ini).
 THREE_NODES = {f"properties.scaling.efficiency.reference.{k}": v
                for k, v in {"target": 0.36, "lower": 0.2, "warn_below": 0.28, "warn_above": 0.5}.items()}
-POLICY = gate.Policy.model_validate({
+CRITERIA = gate.ReleaseCriteria.model_validate({
     "records": {
         "local": {"must_pass": ["scaling.efficiency", "convergence.ranks_diverged", "availability.recovery_s",
                                "exposure.outside_open_ports"]},
@@ -44,8 +44,8 @@ def run(name: str, tree: version.TreeHash = TREE, ver: str = "0.2.0", overrides=
     return data
 
 
-def evaluate(root, policy=POLICY, ver="0.2.0", tree=TREE, declared="0.2.0", judge=JUDGE):
-    return gate.evaluate(ver, policy, root, tree=tree, declared=declared, judge=judge)
+def evaluate(root, criteria=CRITERIA, ver="0.2.0", tree=TREE, declared="0.2.0", judge=JUDGE):
+    return gate.evaluate(ver, criteria, root, tree=tree, declared=declared, judge=judge)
 
 
 def records_for(root: Path, ver: str = "0.2.0", tree=TREE, main=None, machine=None) -> Path:
@@ -118,7 +118,7 @@ def test_the_gate_accepts_a_complete_passing_set_and_writes_gate_json(tmp_path):
     root = records_for(tmp_path, main=main)
     result = evaluate(root)
     assert result.passed, result.problems
-    assert result.warnings == ["local: property scaling.efficiency = 0.4 ratio warned (accepted by the policy; "
+    assert result.warnings == ["local: property scaling.efficiency = 0.4 ratio warned (accepted by the release criteria; "
                                "lower 0.35; run hvd-root-xngjnl)"]
     written = json.loads(gate.write_gate(result, root).read_text())
     assert written["passed"] and written["tree_hash"] == TREE.value
@@ -157,24 +157,24 @@ def test_a_regression_against_the_previous_release_names_both_figures(tmp_path):
     assert [r["figure"] for r in result.regressions] == ["images_per_sec[np=2,batch=16]"]
     assert any("images_per_sec[np=2,batch=16] regressed from 72.14 (0.1.0) to 50 (0.2.0): -30.7%, tolerance 15%"
                in p for p in result.problems)
-    warn_only = POLICY.model_copy(deep=True)
+    warn_only = CRITERIA.model_copy(deep=True)
     warn_only.regression.on_regression = "warn"
     assert evaluate(root, warn_only).passed
 
 
-def test_the_project_policy_names_known_properties_and_figures():
-    policy = gate.load_policy()
-    ids = {i for rule in policy.records.values() for i in rule.must_pass} | set(policy.may_warn)
+def test_the_release_criteria_name_known_properties_and_figures():
+    criteria = gate.load_criteria()
+    ids = {i for rule in criteria.records.values() for i in rule.must_pass} | set(criteria.may_warn)
     assert ids <= set(properties.KNOWN)
-    for figure in policy.regression.tolerances:
+    for figure in criteria.regression.tolerances:
         assert figure in properties.KNOWN or figure in ("images_per_sec", "busbw_Bps", "run_time_s"), figure
 
 
-def test_a_malformed_policy_is_one_line(tmp_path):
-    bad = tmp_path / "policy.yml"
+def test_malformed_release_criteria_is_one_line(tmp_path):
+    bad = tmp_path / "release-criteria.yml"
     bad.write_text("records: {local: {must_pass: []}}\nregression: {on_regression: maybe}\n")
-    with pytest.raises(RefarchError, match=r"policy.yml: regression.on_regression: Input should be 'fail' or 'warn'"):
-        gate.load_policy(bad)
+    with pytest.raises(RefarchError, match=r"release-criteria.yml: regression.on_regression: Input should be 'fail' or 'warn'"):
+        gate.load_criteria(bad)
 
 
 def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
@@ -186,12 +186,12 @@ def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
     out = tmp_path / "validation"
     assert cli.main(["record", str(tmp_path / "main"), str(tmp_path / "avail"), "--out", str(out)]) == 0
     assert "local.json: passed" in capsys.readouterr().out
-    policy = tmp_path / "policy.yml"
-    policy.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n  gpu-v100: {}\n")
-    assert cli.main(["gate", "v0.2.0", "--policy", str(policy), "--records", str(out)]) == 1
+    criteria = tmp_path / "release-criteria.yml"
+    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n  gpu-v100: {}\n")
+    assert cli.main(["gate", "v0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 1
     assert "REFUSED: gpu-v100: no validation record" in capsys.readouterr().out
-    policy.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n")
-    assert cli.main(["gate", "0.2.0", "--policy", str(policy), "--records", str(out)]) == 0
+    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n")
+    assert cli.main(["gate", "0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 0
     assert "may be released" in capsys.readouterr().out and (out / "0.2.0" / "gate.json").is_file()
 
 
@@ -215,7 +215,7 @@ def test_a_record_made_with_an_overridden_reference_is_refused_naming_the_overri
     result = evaluate(root)
     assert not result.passed
     assert any("local: record " in p and "made with an overridden reference (properties.scaling.efficiency."
-               "reference.lower=0) the policy does not declare for it: it cannot stand as profile local" in p
+               "reference.lower=0) the release criteria do not declare for it: it cannot stand as profile local" in p
                for p in result.problems)
 
 
@@ -237,7 +237,7 @@ def test_a_record_made_by_another_judge_is_reported(tmp_path):
     assert result.passed
     assert any(w.startswith(f"local: record made by another judge (judge {JUDGE[:12]}, suite commit ") and
                "this tree judges with cdcdcdcdcdcd" in w for w in result.warnings)
-    strict = POLICY.model_copy(deep=True)
+    strict = CRITERIA.model_copy(deep=True)
     strict.on_other_judge = "fail"
     assert not evaluate(root, strict, judge="cd" * 32).passed
     assert evaluate(root).warnings == []
@@ -245,7 +245,7 @@ def test_a_record_made_by_another_judge_is_reported(tmp_path):
 
 def test_the_judge_hash_follows_the_suite_and_the_profiles(tmp_path):
     repo = tmp_path / "repo"
-    for rel in ("refarch/a.py", "tests/t.py", "descriptors/profiles/local.yml", "validation/policy.yml",
+    for rel in ("refarch/a.py", "tests/t.py", "descriptors/profiles/local.yml", "validation/release-criteria.yml",
                 "descriptors/VERSION"):
         (repo / rel).parent.mkdir(parents=True, exist_ok=True)
         (repo / rel).write_text(rel)
@@ -276,7 +276,7 @@ def test_figures_of_another_machine_are_not_regressions(tmp_path):
     assert any("local: figures of 0.1.0 (AMD EPYC, 2 cores, 24 GiB, kernel 6.18.44) and 0.2.0 (Intel Xeon, 2 "
                "cores, 24 GiB, kernel 6.1.0) come from different machines" in w and
                "no side-by-side comparison with 0.1.0" in w for w in result.warnings)
-    strict = POLICY.model_copy(deep=True)
+    strict = CRITERIA.model_copy(deep=True)
     strict.regression.without_comparison = "fail"
     assert not evaluate(tmp_path, strict).passed
 
@@ -301,7 +301,7 @@ def test_run_time_leaves_out_the_builds():
     assert records.figures(data)["run_time_s"] == 123.0
 
 
-def test_the_policy_declares_the_references_tox_sets_for_the_3_node_record():
+def test_the_release_criteria_declare_the_references_tox_sets_for_the_3_node_record():
     import configparser
     import shlex
 
@@ -309,7 +309,7 @@ def test_the_policy_declares_the_references_tox_sets_for_the_3_node_record():
     tox.read(ROOT / "tox.ini")
     words = shlex.split(tox["testenv:configurability"]["commands"].replace("\n", " "))
     sets = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--set")
-    declared = gate.load_policy().records["local-3nodes"].references
+    declared = gate.load_criteria().records["local-3nodes"].references
     assert {k: float(v) for k, v in sets.items() if k.startswith("properties.")} == declared
 
 
@@ -319,7 +319,7 @@ def test_the_same_descriptors_measured_on_another_machine_pass_against_the_commi
     run time 398 s, no machine description): the next release measured on
     another machine of the kind, np=1 37.0 and np=2 40.0 images/sec, busbw
     0.55 GB/s and 668 s with its cold image and wheel builds.  Under the
-    committed policy nothing is a regression: the figures come from two
+    committed release criteria nothing is a regression: the figures come from two
     machines, and run time leaves out the builds."""
     import shutil
 
@@ -342,7 +342,7 @@ def test_the_same_descriptors_measured_on_another_machine_pass_against_the_commi
     # The record's run time is the main run's (312 s without the builds) and the availability run's.
     availability = records.figures(run("availability-local"))["run_time_s"]
     assert figures["busbw_Bps"] == 0.55e9 and figures["run_time_s"] == pytest.approx(312.0 + availability)
-    result = evaluate(tmp_path, gate.load_policy())
+    result = evaluate(tmp_path, gate.load_criteria())
     assert result.passed and result.regressions == [], result.problems
     assert any("come from different machines" in w and "no side-by-side comparison with 0.1.0" in w
                for w in result.warnings), result.warnings
