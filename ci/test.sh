@@ -72,7 +72,7 @@ cpu_ticks() {
 tox_env() { echo "${1%%:*}"; }
 
 # part_args ENTRY: pytest arguments that select the part.  faults:checks is
-# the fault cases judged by checks alone (refarch.faults.cases.Fault.alone is
+# the fault cases judged by checks alone (refarch.faults.base.Fault.alone is
 # false: no figure, no node stopped), which may run in a lane on a cluster
 # of their own; faults:figures is the rest of the faults environment (the
 # main job's tests, the availability properties, the fault cases that judge

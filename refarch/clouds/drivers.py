@@ -365,7 +365,7 @@ def partition_ruleset(table: str = PARTITION_TABLE) -> str:
             "}\n")
 
 
-#: Fault cases only (refarch.faults.cases): ``stop-ignored`` gives a driver whose
+#: Fault cases only (refarch.faults.catalogue): ``stop-ignored`` gives a driver whose
 #: stop is accepted and does nothing, as an OpenStack server that stays
 #: ACTIVE after a stop call.
 FAULT_DRIVER_ENV = "REFARCH_FAULT_DRIVER"

@@ -217,7 +217,7 @@ def _measured_out_of_bounds(name: str, results: dict) -> bool:
     (an older release may not).  A property that was not measured (verdict
     error: the event never happened, the figure is missing or not finite)
     is no figure."""
-    from ..faults.cases import property_id
+    from ..faults.base import property_id
 
     wanted = property_id(name.rsplit("::", 1)[-1])
     if not wanted:

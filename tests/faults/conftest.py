@@ -1,5 +1,5 @@
 """The fault cases' marker: ``runs_alone`` on a case that judges a figure or
-stops and starts nodes (refarch.faults.cases.Fault.alone), so that ci/test.sh can
+stops and starts nodes (refarch.faults.base.Fault.alone), so that ci/test.sh can
 run the others beside work that judges no figure
 (``-k "test_fault_is_caught and not runs_alone"``)."""
 

@@ -1,4 +1,4 @@
-"""Fault cases (refarch.faults.cases): each breaks one node of a shared deployed
+"""Fault cases (refarch.faults.catalogue): each breaks one node of a shared deployed
 cluster, runs the checks that must catch it, and reverts.  The checks run
 in a child pytest attached to the cluster by its run id, exactly as
 `python -m refarch test RUN_ID -k ...` would run them.
@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from refarch import childrun
-from refarch.faults.cases import FAULTS, FaultContext, after_revert, property_id
+from refarch.faults.base import FaultContext, after_revert, property_id
+from refarch.faults.catalogue import FAULTS
 from refarch.paths import runs_dir
 from refarch.pytest.state import say
 from refarch.tools import hostcmds
@@ -74,7 +75,7 @@ def test_fault_is_caught(fault, fault_context, tmp_path, results, request, clust
     # alone, e.g. F10's scaling runs, is not re-measured).  A failed
     # property that passed on this cluster earlier in the session is not
     # measured a second time when the fault's state reads back as before
-    # it: every node and cluster check runs instead (refarch.faults.cases.after_revert).
+    # it: every node and cluster check runs instead (refarch.faults.base.after_revert).
     failed_names = [name for name, (outcome, _) in outcomes.items()
                     if outcome == "failed" and not name.startswith("property:")]
     passed_earlier = {p["id"]: p["verdict"] for p in results.properties if p["verdict"] in ("pass", "warn")}

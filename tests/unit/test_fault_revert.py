@@ -1,4 +1,4 @@
-"""What runs after a fault case's revert (refarch.faults.cases.after_revert): a
+"""What runs after a fault case's revert (refarch.faults.base.after_revert): a
 failed property stands only when the fault's state reads back exactly as
 before it and the property passed on the cluster earlier in the session;
 every node and cluster check then runs instead of the measurement."""
@@ -8,8 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch.faults import cases as faults
-from refarch.faults.cases import FAULTS, HEALTH_SELECTION, after_revert
+from refarch.faults import base as faults
+from refarch.faults.base import HEALTH_SELECTION, after_revert
+from refarch.faults.catalogue import FAULTS
 
 RECOVERY = "test_property[availability.recovery_s]"
 REJOIN = "test_property[availability.rejoin_s]"

@@ -67,7 +67,7 @@ def test_a_command_removed_from_the_table_is_named():
     table = [row for row in hostcmds.load_table() if row.command != "nft"]
     missing = uncovered(table)
     assert missing and all(m.endswith(": nft") for m in missing), missing
-    assert any(m.startswith("refarch/faults/cases.py:") for m in missing)
+    assert any(m.startswith("refarch/faults/injections.py:") for m in missing)
 
 
 def test_the_scanner_sees_the_forms_the_code_uses():
