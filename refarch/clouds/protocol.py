@@ -1,6 +1,6 @@
 """What the suite asks of a cloud driver: :class:`CloudDriver`, the methods
 the cluster lifecycle (:mod:`refarch.cluster`), the pytest fixtures and
-workloads (:mod:`refarch.pytest.workloads`) and the fault cases call, and
+availability workloads (:mod:`refarch.pytest.availability`) and the fault cases call, and
 :class:`Prepared`, what :meth:`CloudDriver.prepare` makes.
 
 The drivers (:mod:`refarch.clouds.drivers`: the local cloud, OpenStack) do

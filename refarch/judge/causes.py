@@ -9,7 +9,7 @@ drops large packets.  The pure functions here judge recorded outputs
 pytest-testinfra hosts and run as root on the node named, over the same
 admin SSH path the node logs use (refarch.pytest.nodelogs.collect_node_logs).
 
-Field reports these stand for: FAULTS.md F18 (path MTU blackhole), F19
+Field reports these stand for: F18 (path MTU blackhole), F19
 (sshd's own refusal), F20 (the share's server side).
 """
 
@@ -320,7 +320,7 @@ def owner_problem(owners: dict[str, str], domains: dict[str, str]) -> str:
     ``stat -c '%u:%g %U:%G'``) -> the mismatch in one line, naming the
     NFSv4 idmapd domains (``nfsidmap -d`` per node) when they differ:
     NFSv4 sends owners as user@domain, and a node of another domain maps
-    them to nobody (FAULTS.md F22).  "" when every place agrees."""
+    them to nobody (F22).  "" when every place agrees."""
     if len(set(owners.values())) <= 1:
         return ""
     text = "the owner differs: " + ", ".join(f"{where} sees {owner or '(nothing)'}" for where, owner in owners.items())

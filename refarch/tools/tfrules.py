@@ -1,6 +1,6 @@
 """Policies that checkov's per-rule checks miss, read from a root module with
 python-hcl2: security groups judged by what their address ranges cover
-(FAULTS.md F15) and outputs judged by where their values come from (F16).
+(F15) and outputs judged by where their values come from (F16).
 
 Security groups:
 
@@ -20,7 +20,7 @@ A rule with no ``remote_ip_prefix`` and no ``remote_group_id`` admits every
 source of its ethertype (OpenStack's reading): 0.0.0.0/0, or ::/0 for
 ``ethertype = "IPv6"``.
 
-Both address families are judged (FAULTS.md F15, issue 20 F21): the union
+Both address families are judged (faults F15 and F21): the union
 of a group's IPv4 prefixes and that of its IPv6 prefixes are each compared
 with the cluster network, and a union is called the whole internet of its
 family when it covers every routable address (:data:`ROUTABLE`), not only
@@ -186,7 +186,7 @@ _REF = re.compile(r"\b(local|var)\.([A-Za-z_][A-Za-z0-9_-]*)")
 
 def secret_outputs(module_dir: Path) -> list[str]:
     """One line per output that carries a secret without ``sensitive = true``
-    (FAULTS.md F16).  A value is followed through locals (transitively) to
+    (F16).  A value is followed through locals (transitively) to
     where it comes from: a secret attribute of a resource
     (:data:`SECRET_ATTRIBUTES`) or a variable marked sensitive."""
     docs = _documents(module_dir)

@@ -45,7 +45,7 @@ def test_network_path_to_every_peer(node, node_name, cluster, hosts):
     interface's MTU passes; otherwise the largest size that passes is named
     (an overlay network with a smaller path MTU drops larger packets
     silently: SSH, MPI and the share then hang while small pings pass;
-    FAULTS.md F18).  The other checks on a pair quote this as their cause."""
+    F18).  The other checks on a pair quote this as their cause."""
     peers = [p for p in cluster.contract.node_names if p != node_name]
     problems = causes.path_problems(cluster, hosts, [(node_name, p) for p in peers])
     assert not problems, "network path: " + "; ".join(problems)
@@ -144,7 +144,7 @@ def test_shared_storage_mounted(node, node_name, profile, cluster, hosts):
     """The shared storage is mounted with the profile's type and options
     (rw everywhere; for NFS also `hard` and the pinned version), and can be
     read within 15 s (a dead FUSE or NFS mount is still listed as mounted).
-    An unusable share names the server's side (FAULTS.md F20)."""
+    An unusable share names the server's side (F20)."""
     want = profile.shared_storage
     mp = node.mount_point(want.mount_point)
     assert mp.exists, f"{node_name}: nothing mounted at {want.mount_point}"
@@ -221,7 +221,7 @@ def test_shared_storage_write_read_everywhere(node, node_name, profile, hosts, c
     run_as(node, user, f"rm -f {path}", timeout_s=30)
     if not failures and len(set(owners.values())) > 1:
         # NFSv4 sends owners as names: nodes in other idmapd domains map
-        # them to nobody (FAULTS.md F22).
+        # them to nobody (F22).
         domains = {}
         if profile.shared_storage.type == "nfs":
             for name, host in hosts.items():

@@ -1,5 +1,5 @@
 """The leak check finds a run's resources by name as well as by label
-(FAULTS.md F17): a volume named with the run's id prefix whose label was
+(F17): a volume named with the run's id prefix whose label was
 lost is reported, and the sweep removes it.  A run whose ``terraform
 destroy`` fails is a failed run, even when the sweep then removes
 everything."""

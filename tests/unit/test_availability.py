@@ -11,27 +11,27 @@ import pytest
 from refarch.judge import checks
 from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.pytest import workloads
+from refarch.pytest import availability
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "availability"
 
 
 def _recorded_steps():
-    return workloads._steps((DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8"))
+    return availability._steps((DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8"))
 
 
 def test_the_recorded_job_went_from_two_to_one_and_back():
     steps = _recorded_steps()
     sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
     assert sizes == [2, 1, 2]
-    assert 0 < workloads.steps_repeated(steps) <= 10  # at most the commit interval
+    assert 0 < availability.steps_repeated(steps) <= 10  # at most the commit interval
 
 
 def test_steps_repeated_after_a_restore():
     steps = [{"step": s} for s in (0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7)]
-    assert workloads.steps_repeated(steps) == 4  # 3..6 trained twice
-    assert workloads.steps_repeated([{"step": s} for s in range(5)]) == 0
+    assert availability.steps_repeated(steps) == 4  # 3..6 trained twice
+    assert availability.steps_repeated([{"step": s} for s in range(5)]) == 0
 
 
 def _judge(prop_id, **fixtures):
@@ -110,7 +110,7 @@ def test_the_recorded_job_printed_the_workers_failure():
     assert seen and any("exit with status code 255" in line or "closed by" in line for line in seen), seen
     # A job that shrank without noticing a failure (a de-listed host) prints none.
     quiet = "\n".join(line for line in text.splitlines() if not checks.FAILURE_SEEN.search(line))
-    assert checks.failure_evidence(quiet) == [] and workloads._steps(quiet)
+    assert checks.failure_evidence(quiet) == [] and availability._steps(quiet)
 
 
 class _Driver:
@@ -140,19 +140,19 @@ def _cluster(states):
 
 def test_a_node_is_down_when_the_cloud_says_stopped_and_a_peer_gets_no_answer():
     host = _Host([1])  # bash: connection refused
-    assert workloads.still_up(_cluster(["stopped"]), {"node1": host}, "node2") == ""
+    assert availability.still_up(_cluster(["stopped"]), {"node1": host}, "node2") == ""
     assert "/dev/tcp/10.0.0.11/22" in host.commands[0]
-    assert workloads.still_up(_cluster(["running"]), {"node1": _Host([124])}, "node2") == (
+    assert availability.still_up(_cluster(["running"]), {"node1": _Host([124])}, "node2") == (
         "is running in the cloud although SSH from node1 gets no answer")
 
 
 def test_a_stop_the_cloud_accepted_but_did_not_carry_out_is_named(monkeypatch):
-    monkeypatch.setattr(workloads.time, "sleep", lambda s: None)
+    monkeypatch.setattr(availability.time, "sleep", lambda s: None)
     with pytest.raises(pytest.fail.Exception, match=r"node2 still answers SSH from node1 \(cloud state running\) "
                                                      r"0 s after stop_node returned: the node was never down"):
-        workloads.prove_down(_cluster(["running"]), {"node1": _Host([0])}, "node2", timeout_s=0)
+        availability.prove_down(_cluster(["running"]), {"node1": _Host([0])}, "node2", timeout_s=0)
     # Down on the third look: the seconds it took are returned.
-    assert workloads.prove_down(_cluster(["running", "running", "stopped"]), {"node1": _Host([0, 0, 1])},
+    assert availability.prove_down(_cluster(["running", "running", "stopped"]), {"node1": _Host([0, 0, 1])},
                                 "node2", timeout_s=30) >= 0
 
 
@@ -197,17 +197,17 @@ def test_each_failure_mode_is_proven_by_its_own_evidence(mode, state, answers, m
     """stop and kill: the cloud says stopped and a peer gets no answer; a
     partition: a peer gets no answer while the cloud says the node runs."""
     cluster, hosts = _failure_cluster(state, answers)
-    assert workloads.failure_missing(cluster, hosts, "node2", mode) == missing
+    assert availability.failure_missing(cluster, hosts, "node2", mode) == missing
 
 
 def test_a_partition_that_never_took_effect_fails_naming_it(monkeypatch):
     cluster, hosts = _failure_cluster("running", True)
-    monkeypatch.setattr(workloads.time, "sleep", lambda s: None)
+    monkeypatch.setattr(availability.time, "sleep", lambda s: None)
     clock = iter(range(0, 1000, 10))
-    monkeypatch.setattr(workloads.time, "monotonic", lambda: next(clock))
+    monkeypatch.setattr(availability.time, "monotonic", lambda: next(clock))
     with pytest.raises(pytest.fail.Exception, match=r"node2 still answers SSH from node1 \(cloud state running\) "
                                                      r"30 s after the partition returned: the node was never cut off"):
-        workloads.prove_down(cluster, hosts, "node2", mode="partition")
+        availability.prove_down(cluster, hosts, "node2", mode="partition")
 
 
 def test_the_timeline_is_relative_to_the_failure_with_the_drivers_decisions():
@@ -216,7 +216,7 @@ def test_the_timeline_is_relative_to_the_failure_with_the_drivers_decisions():
               "compatible17_gloo/gloo/transport/tcp/pair.cc:589] Timed out waiting 30000ms for recv operation\n"
               "Process 1 exit with status code 255.\n"
               "INFO:root:blacklist host: node2\n")
-    t = workloads.timeline([("failed", 100.0), ("failure proven", 105.2), ("first step at world size 1", 112.75),
+    t = availability.timeline([("failed", 100.0), ("failure proven", 105.2), ("first step at world size 1", 112.75),
                             ("restored", 104.0)], 100.0, output)
     assert t["events"] == [{"event": "failed", "t_s": 0.0}, {"event": "restored", "t_s": 4.0},
                            {"event": "failure proven", "t_s": 5.2}, {"event": "first step at world size 1", "t_s": 12.75}]
@@ -239,10 +239,10 @@ def test_the_job_pattern_finds_the_job_but_not_the_shell_that_kills_it():
     import re
 
     until = "/shared/.horovod/refarch-elastic-done-hvd-x-1"
-    pattern = workloads._job_pattern(until)
+    pattern = availability._job_pattern(until)
     assert re.search(pattern, f"python3 horovodrun ... elastic_train.py --until-file {until} --commit-every 10")
     assert not re.search(pattern, f"bash -lc pkill -KILL -u hvd -f -- '{pattern}'")
     # The driver's SSH session to a lost host, looked for when the job does not go on.
-    session = workloads._not_self("StrictHostKeyChecking=no node2 ")
+    session = availability._not_self("StrictHostKeyChecking=no node2 ")
     assert re.search(session, "ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no node2  cd /tmp ;")
     assert not re.search(session, f"bash -lc pgrep -u hvd -af '{session}'")

@@ -51,7 +51,7 @@ def test_openstack_without_a_cloud_is_one_line_and_creates_nothing(tmp_path, mon
     assert not isolated_runs.exists() or not any(isolated_runs.iterdir())
 
 
-# The main job's arguments, checked before anything runs (issue 10) ---------------
+# The main job's arguments, checked before anything runs -------------------------
 def test_main_job_help_is_the_suites_usage(capsys):
     from refarch.cli import main
 

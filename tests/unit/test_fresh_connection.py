@@ -1,6 +1,6 @@
 """Checks of sshd open new SSH connections: a shared ControlMaster
 connection opened before a fault would still reach a node whose sshd has
-since moved or stopped (issue 13, "other defects")."""
+since moved or stopped."""
 
 from types import SimpleNamespace
 

@@ -1,5 +1,5 @@
 """Policies checkov's per-rule checks miss: a security group's ingress
-ranges judged by what they cover together (FAULTS.md F15), and secrets
+ranges judged by what they cover together (F15), and secrets
 followed to the outputs that carry them (F16)."""
 
 from pathlib import Path

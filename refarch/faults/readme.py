@@ -1,0 +1,121 @@
+"""README.md's table of the fault cases, generated from the catalogue
+(:data:`refarch.faults.catalogue.FAULTS`) and from the field reports whose
+proof is not a fault case on a deployed cluster (:data:`ELSEWHERE`: a policy
+scan fixture, the teardown suite, a QEMU virtual machine).  Rewrite it with
+``python -m refarch.faults.readme --write-readme``; a unit test fails while
+README's table differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..paths import ROOT
+from .catalogue import FAULTS
+
+
+@dataclass(frozen=True)
+class FieldReport:
+    """A field report proven outside the fault cases: its ``id``, the kind
+    of report it stands for, the test that proves it and the message (regex,
+    or finding) that test asserts."""
+
+    id: str
+    report_kind: str
+    proven_by: str
+    message: str
+
+
+#: The field reports proven outside the fault cases, in id order.
+ELSEWHERE: tuple[FieldReport, ...] = (
+    FieldReport("F15", "a security group open to the internet in several rules (0.0.0.0/1 plus 128.0.0.0/1) that a "
+                "string match misses", "tests/unit/test_policy_rules.py, tests/policy (fixture split-open)",
+                "the union of a group's ingress prefixes covers every routable IPv4 address"),
+    FieldReport("F16", "credentials reaching `terraform output` through a local or a password resource",
+                "tests/unit/test_policy_rules.py, tests/policy (fixture secret-outputs)",
+                "an output whose value comes from a secret and is not sensitive"),
+    FieldReport("F17", "a run's resource that lost its label survives destroy (a slow leak of volumes and addresses)",
+                "tests/lifecycle/test_leaks.py (tox -e teardown)",
+                "the leak check and the sweep find the run's volume by name (<run id>-<word>) as well as by label"),
+    FieldReport("F21", "security-group rules that together admit the whole IPv6 internet, none of them ::/0",
+                "tests/unit/test_policy_rules.py, tests/policy (fixture split-open-v6)",
+                "the union of a group's IPv6 prefixes covers every routable IPv6 address"),
+    FieldReport("F22", "NFSv4 identity mapping in different idmapd domains: files on the share owned by nobody",
+                "tests/vm/test_nfs.py (the nfs role scenario on QEMU virtual machines)",
+                r"NFSv4 idmapd domains differ: node1 '\S+', node2 '\S+' \(nfsidmap -d\)"),
+)
+
+
+#: The markers around README.md's table of the fault cases.
+TABLE_START = "<!-- fault-table:start -->"
+TABLE_END = "<!-- fault-table:end -->"
+
+#: The node names and training user the table's messages are shown with (the local profile's).
+_SHOWN_AS = {"n0": "node1", "n1": "node2", "user": "hvd"}
+
+
+def _cell(text: str) -> str:
+    """``text`` as a markdown table cell (its pipes escaped)."""
+    return text.replace("|", "\\|")
+
+
+def readme_table() -> str:
+    """README.md's table of the fault cases, one row per case of :data:`FAULTS`
+    in order, then one per field report of :data:`ELSEWHERE`: id, field report, what is injected, and the messages its
+    failures must match (regexes, shown for node1, node2 and user hvd).
+    Markdown lines without the markers, no trailing newline."""
+    rows = ["| id | field report | what is injected | the message it must produce (regex) |", "|---|---|---|---|"]
+    for fault in FAULTS:
+        messages = [m.format(**_SHOWN_AS) for m in fault.messages]
+        assert not any("`" in m for m in messages), f"{fault.id}: a message with a backtick breaks the table"
+        rows.append(f"| {fault.id} | {_cell(fault.report_kind)} | {_cell(fault.title)} | "
+                    + "<br>".join(f"`{_cell(m)}`" for m in messages) + " |")
+    for report in ELSEWHERE:
+        rows.append(f"| {report.id} | {_cell(report.report_kind)} | proven by `{report.proven_by}` | "
+                    f"`{_cell(report.message)}` |")
+    return "\n".join(rows)
+
+
+def readme_block(text: str) -> str | None:
+    """The table between README's markers in ``text`` (stripped), or None without both markers."""
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        return None
+    return text[start + len(TABLE_START):end].strip()
+
+
+def with_table(text: str) -> str:
+    """``text`` (README.md) with :func:`readme_table` between its markers.
+
+    Raises:
+        ValueError: ``text`` lacks the markers.
+    """
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {TABLE_START} ... {TABLE_END} block")
+    return text[:start] + f"{TABLE_START}\n{readme_table()}\n" + text[end:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m refarch.faults.readme",
+                                     description="The fault cases' table of README.md.")
+    parser.add_argument("--write-readme", action="store_true",
+                        help="rewrite the table between README.md's fault-table markers")
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.write_readme:
+        print(readme_table())
+        return 0
+    text = args.readme.read_text(encoding="utf-8")
+    new = with_table(text)
+    if new != text:
+        args.readme.write_text(new, encoding="utf-8")
+    print(f"{args.readme}: fault table {'rewritten' if new != text else 'already current'} ({len(FAULTS)} cases)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
