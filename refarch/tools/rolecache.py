@@ -229,7 +229,8 @@ def remember(name: str, key: str, run: str, seconds: float, log: str, modules: d
         ValueError: ``modules`` lacks one of :data:`ALWAYS_LOADED` (the
             processes' list is incomplete: a record would be unsound).
     """
-    missing = [m for m in ALWAYS_LOADED if str(module_path(m).relative_to(ROOT)) not in modules]
+    listed = {module_name(rel) for rel in modules}
+    missing = [m for m in ALWAYS_LOADED if m not in listed]
     if missing:
         raise ValueError(f"the scenario's processes did not list {', '.join(missing)}: no reuse record")
     path = _record_path(name, key)

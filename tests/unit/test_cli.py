@@ -119,4 +119,4 @@ def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_pat
         (tmp_path / run_id / "run.json").write_text(json.dumps(meta))
         if deployed:
             (tmp_path / run_id / "terraform").mkdir()
-    assert cli.unfinished_runs() == ["hvd-t-cancel"]
+    assert cli.runs.unfinished_runs() == ["hvd-t-cancel"]

@@ -29,14 +29,14 @@ def test_refarch_list_and_the_trend_give_a_run_the_same_verdict(tmp_path, monkey
     from refarch.run import RunDir
 
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
-    monkeypatch.setattr(cli.localcloud, "all_run_ids", lambda: set())
+    monkeypatch.setattr(cli.runs.localcloud, "all_run_ids", lambda: set())
     rundir = RunDir.at(tmp_path / "hvd-ci-abc123")
     rundir.path.mkdir()
     rundir.write_meta({"profile": "local", "started_at": 1.0e9, "destroyed": True})
     data = {**json.loads(RECORDED.read_text()), "check_counts": {"passed": 40},
             "properties": [{"id": "scaling.efficiency", "verdict": "fail", "measured": 0.3}]}
     rundir.results_file.write_text(json.dumps(data))
-    assert [r["outcome"] for r in cli.run_rows()] == ["FAILED 1"]
+    assert [r["outcome"] for r in cli.runs.run_rows()] == ["FAILED 1"]
     assert "FAILED" in report.render_trend(tmp_path).read_text()
 
 
