@@ -101,9 +101,10 @@ def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_c
     shutil.copy(tmp_path / "fresh.log", kept)
     assert "bootstrap: done" in out, f"ci/bootstrap.sh failed on a fresh machine (exit {r.returncode}):\n{out[-3000:]}"
     done = re.findall(r"^stage (\S+): (?:passed|FAILED)$", out, re.M)
-    assert r.returncode != 137 or len(done) == len(STAGES), (
-        f"the fresh machine ran past {FRESH_LIMIT_S} s and was killed (podman --timeout) after stages {done} "
-        f"of {list(STAGES)} (whole output: {kept})")
+    # The check's own exits are 0 and 1; podman's kill at --timeout is 255.
+    assert r.returncode in (0, 1) or len(done) == len(STAGES), (
+        f"the fresh machine stopped (exit {r.returncode}; podman --timeout kills it after {FRESH_LIMIT_S} s) "
+        f"after stages {done} of {list(STAGES)} (whole output: {kept})")
     missing = [line for line in out.splitlines() if line.startswith("missing: ")]
     assert not missing, f"after ci/bootstrap.sh: {missing}"
     failures = hostcmds.stage_failures(out)
