@@ -40,6 +40,14 @@ class FaultContext:
         """Run ``script`` as root in ``node`` (out of band, no SSH)."""
         return proc.run(["podman", "exec", self.container(node), "sh", "-c", script], timeout_s=300, check=check)
 
+    def sh_every_node(self, script: str) -> None:
+        """Run ``script`` as :meth:`sh` does in every node, in the contract's
+        order; the first that exits non-zero raises
+        :class:`subprocess.CalledProcessError` and the later nodes are left
+        as they were."""
+        for node in self.contract.node_names:
+            self.sh(node, script)
+
     def netns(self, node: str, *cmd: str) -> subprocess.CompletedProcess:
         """Run ``cmd`` from the host inside ``node``'s network namespace."""
         return proc.in_netns(self.container(node), *cmd)

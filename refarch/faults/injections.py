@@ -63,16 +63,14 @@ def no_gradient_averaging(ctx: FaultContext) -> None:
     """Inject: every node's training workloads use a plain GradientTape (no
     DistributedGradientTape, no allreduce of the gradients): each rank
     trains on its own gradients."""
-    for node in ctx.contract.node_names:
-        ctx.sh(node, f"for f in {WORKLOADS}; do {backup('$f')} && "
-                     "sed -i -e 's/tape = hvd.DistributedGradientTape(tape)/pass  # refarch fault F10/'"
-                     " -e 's/return \\[hvd.allreduce(g, op=hvd.Average) for g in grads\\]/return list(grads)"
-                     "  # refarch fault F10/' $f; done")
+    ctx.sh_every_node(f"for f in {WORKLOADS}; do {backup('$f')} && "
+                      "sed -i -e 's/tape = hvd.DistributedGradientTape(tape)/pass  # refarch fault F10/'"
+                      " -e 's/return \\[hvd.allreduce(g, op=hvd.Average) for g in grads\\]/return list(grads)"
+                      "  # refarch fault F10/' $f; done")
 
 
 def gradient_averaging_back(ctx: FaultContext) -> None:
-    for node in ctx.contract.node_names:
-        ctx.sh(node, f"for f in {WORKLOADS}; do {restore('$f')}; done")
+    ctx.sh_every_node(f"for f in {WORKLOADS}; do {restore('$f')}; done")
 
 
 def exposed_port(ctx: FaultContext) -> None:
@@ -215,13 +213,11 @@ def stop_carried_out(ctx: FaultContext) -> None:
 def no_cooldown(ctx: FaultContext) -> None:
     """Every node's elastic launcher loses --blacklist-cooldown-range:
     Horovod then blacklists a failed host for good."""
-    for node in ctx.contract.node_names:
-        ctx.sh(node, f"{backup(LAUNCHER)} && sed -i '/--blacklist-cooldown-range/d' {LAUNCHER}")
+    ctx.sh_every_node(f"{backup(LAUNCHER)} && sed -i '/--blacklist-cooldown-range/d' {LAUNCHER}")
 
 
 def cooldown_back(ctx: FaultContext) -> None:
-    for node in ctx.contract.node_names:
-        ctx.sh(node, restore(LAUNCHER))
+    ctx.sh_every_node(restore(LAUNCHER))
 
 
 #: The training user's SSH client settings that bound an elastic job's wait
@@ -232,13 +228,11 @@ SSH_ELASTIC = "/etc/ssh/ssh_config.d/60-horovod-elastic.conf"
 def no_ssh_alive(ctx: FaultContext) -> None:
     """Every node loses the SSH client settings that end a session to a
     node that stopped answering (OpenSSH's defaults come back)."""
-    for node in ctx.contract.node_names:
-        ctx.sh(node, f"{backup(SSH_ELASTIC)} && rm -f {SSH_ELASTIC}")
+    ctx.sh_every_node(f"{backup(SSH_ELASTIC)} && rm -f {SSH_ELASTIC}")
 
 
 def ssh_alive_back(ctx: FaultContext) -> None:
-    for node in ctx.contract.node_names:
-        ctx.sh(node, restore(SSH_ELASTIC))
+    ctx.sh_every_node(restore(SSH_ELASTIC))
 
 
 #: Where F4 keeps the node's own TensorFlow while another one is installed.

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from refarch.faults import base as faults
+from refarch.faults import injections
 from refarch.faults.base import HEALTH_SELECTION, after_revert
 from refarch.faults.catalogue import FAULTS
 
@@ -79,3 +80,42 @@ def test_a_fault_case_that_judges_a_property_runs_alone():
         assert fault.alone or not judged_by_property, f"{fault.id} judges a property but may run beside other work"
     beside = {f.id for f in FAULTS if not f.alone}
     assert {"F1", "F6", "F14", "ca-untrusted"} <= beside and len(beside) >= 20
+
+
+def _recording_context(fail_on: str | None = None):
+    """A FaultContext over three nodes whose sh records (node, script) and
+    fails on ``fail_on``."""
+    calls = []
+
+    class Recording(faults.FaultContext):
+        def sh(self, node, script, check=True):
+            calls.append((node, script))
+            if node == fail_on:
+                raise subprocess.CalledProcessError(1, ["podman", "exec", node])
+            return subprocess.CompletedProcess([], 0, "", "")
+
+    return Recording("r1", SimpleNamespace(node_names=["node1", "node2", "node3"])), calls
+
+
+def test_sh_every_node_runs_in_the_contracts_order_and_stops_at_the_first_failure():
+    ctx, calls = _recording_context()
+    ctx.sh_every_node("true")
+    assert calls == [("node1", "true"), ("node2", "true"), ("node3", "true")]
+    ctx, calls = _recording_context(fail_on="node2")
+    with pytest.raises(subprocess.CalledProcessError):
+        ctx.sh_every_node("true")
+    assert [n for n, _ in calls] == ["node1", "node2"]
+
+
+@pytest.mark.parametrize("inject, revert, path", [
+    (injections.no_gradient_averaging, injections.gradient_averaging_back, "$f"),
+    (injections.no_cooldown, injections.cooldown_back, injections.LAUNCHER),
+    (injections.no_ssh_alive, injections.ssh_alive_back, injections.SSH_ELASTIC),
+])
+def test_an_every_node_fault_backs_up_on_each_node_what_its_revert_restores(inject, revert, path):
+    (ctx, injected), (back, reverted) = _recording_context(), _recording_context()
+    inject(ctx)
+    revert(back)
+    for calls, snippet in ((injected, faults.backup(path)), (reverted, faults.restore(path))):
+        assert [n for n, _ in calls] == ["node1", "node2", "node3"]
+        assert len({script for _, script in calls}) == 1 and snippet in calls[0][1], calls
