@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ProfileError
+from .overrides import check_property_override, nearest_key, set_path
 from .paths import PROFILES_DIR
 
 
@@ -353,16 +354,6 @@ def available_profiles() -> list[str]:
     return sorted(p.stem for p in PROFILES_DIR.glob("*.yml"))
 
 
-def _set_path(data: dict, dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = data
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-        if not isinstance(node, dict):
-            raise ProfileError(f"override {dotted}: {key} is not a mapping")
-    node[keys[-1]] = value
-
-
 def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
     """Load and validate a profile by name (``descriptors/profiles/<name>.yml``)
     or by path, applying dotted-key ``overrides`` such as ``{"nodes.count": 3}``.
@@ -383,8 +374,8 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
     except yaml.YAMLError as exc:
         raise ProfileError(f"profile {path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
     for key, value in (overrides or {}).items():
-        _check_property_override(data, key)
-        _set_path(data, key, value)
+        check_property_override(data, key)
+        set_path(data, key, value)
     try:
         return Profile.model_validate(data)
     except ValidationError as exc:
@@ -392,61 +383,6 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
         where = ".".join(str(p) for p in first["loc"]) or "(top level)"
         hint = ""
         if first["type"] == "extra_forbidden":
-            near = nearest_key(first["loc"])
+            near = nearest_key(Profile, first["loc"])
             hint = f"; did you mean {near}?" if near else ""
         raise ProfileError(f"profile {data.get('name', path.stem)}: {where}: {first['msg']}{hint}") from None
-
-
-def _check_property_override(data: dict, key: str) -> None:
-    """``--set properties.<group>.<name>.…`` may change a property the
-    profile has, not invent one (a typo would otherwise read as a new,
-    incomplete property).
-
-    Raises:
-        ProfileError: no such property; names the nearest existing id.
-    """
-    import difflib
-
-    parts = key.split(".")
-    if parts[0] != "properties" or len(parts) < 4:
-        return
-    ids = [f"{g}.{n}" for g, specs in (data.get("properties") or {}).items() for n in (specs or {})]
-    want = f"{parts[1]}.{parts[2]}"
-    if want not in ids:
-        near = difflib.get_close_matches(want, ids, n=1, cutoff=0.6)
-        hint = f"; did you mean properties.{near[0]}?" if near else f"; the profile has {', '.join(ids)}"
-        raise ProfileError(f"override {key}: the profile has no property {want}{hint}")
-
-
-def nearest_key(loc: tuple) -> str | None:
-    """For a mistyped key at ``loc`` (e.g. ("nodes", "cuont")), the existing
-    dotted key it most resembles ("nodes.count"), by difflib's ratio."""
-    import difflib
-
-    model: Any = Profile
-    for part in loc[:-1]:
-        field = getattr(model, "model_fields", {}).get(str(part))
-        if field is None:
-            return None
-        model = field.annotation
-        for candidate in getattr(model, "__args__", ()):  # Optional[X] -> X
-            if hasattr(candidate, "model_fields"):
-                model = candidate
-    names = list(getattr(model, "model_fields", {}))
-    match = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
-    return ".".join([*(str(p) for p in loc[:-1]), match[0]]) if match else None
-
-
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """``["nodes.count=3"]`` -> ``{"nodes.count": 3}`` (values parsed as YAML).
-
-    Raises:
-        ProfileError: an item has no ``=``.
-    """
-    result: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ProfileError(f"override {item!r} is not KEY=VALUE")
-        key, value = item.split("=", 1)
-        result[key.strip()] = yaml.safe_load(value)
-    return result

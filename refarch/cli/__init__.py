@@ -52,7 +52,8 @@ def _check_args(args) -> int:
     are good, 3 after printing the usage (--help), 2 with one line on bad
     input (printed last)."""
 
-    from ..profile import available_profiles, load_profile, parse_overrides
+    from ..overrides import parse_overrides
+    from ..profile import available_profiles, load_profile
 
     rest = list(args.job_args)
     if "-h" in rest or "--help" in rest:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import RefarchError
+from ..overrides import parse_overrides
 from ..paths import runs_dir
-from ..profile import parse_overrides
 from ..run import RunDir
 
 

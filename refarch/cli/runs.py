@@ -16,8 +16,8 @@ from ..clouds.owner import Owner
 from ..cluster import Cluster
 from ..errors import RefarchError
 from ..lifecycle import guarded
+from ..overrides import parse_overrides
 from ..paths import ROOT
-from ..profile import parse_overrides
 from ..run import RunDir, orphaned_runs, validate_run_id
 
 

@@ -66,7 +66,7 @@ def entries() -> list[Entry]:
     for path in sorted(root.glob("*")) if root.is_dir() else []:
         if path.is_dir() and (path / "constraints.txt").is_file():
             out.append(Entry("wheelhouse", str(path), _folder_size(path), path.stat().st_mtime, path.name == key))
-    from .vm import image_key
+    from .vmimage import image_key
 
     vm_root, vm_key = cache_dir() / "vm-image", image_key()
     for path in sorted(vm_root.glob("*")) if vm_root.is_dir() else []:

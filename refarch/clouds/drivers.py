@@ -119,10 +119,10 @@ class LocalCloud:
         if mode == "stop":
             self.stop_node(cluster, name)
         elif mode == "kill":
-            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+            proc.in_netns(container, "nft", "-f", "-", input_text=localcloud.partition_ruleset())
             proc.run(["podman", "kill", "--signal", "KILL", container], timeout_s=60)
         elif mode == "partition":
-            proc.in_netns(container, "nft", "-f", "-", input_text=partition_ruleset())
+            proc.in_netns(container, "nft", "-f", "-", input_text=localcloud.partition_ruleset())
         else:
             raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
 
@@ -131,8 +131,8 @@ class LocalCloud:
         delete the partition table (the node's connections go on)."""
         if mode == "partition":
             container = f"{cluster.run_id}-{name}"
-            if proc.in_netns(container, "nft", "list", "table", "inet", PARTITION_TABLE, check=False).returncode == 0:
-                proc.in_netns(container, "nft", "delete", "table", "inet", PARTITION_TABLE)
+            if proc.in_netns(container, "nft", "list", "table", "inet", localcloud.PARTITION_TABLE, check=False).returncode == 0:
+                proc.in_netns(container, "nft", "delete", "table", "inet", localcloud.PARTITION_TABLE)
         else:
             self.start_node(cluster, name)
 
@@ -259,52 +259,52 @@ class OpenStackCloud:
 
     def stop_node(self, cluster: Cluster, name: str) -> None:
         """Stop the node's server (SHUTOFF)."""
-        from . import openstack as ostk
+        from . import openstack_nodes as osnodes
 
-        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=False)
+        osnodes.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=False)
 
     def start_node(self, cluster: Cluster, name: str) -> None:
         """Start the node's server again (ACTIVE)."""
-        from . import openstack as ostk
+        from . import openstack_nodes as osnodes
 
-        ostk.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
+        osnodes.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
 
     def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
         """Make node ``name`` fail as ``mode`` says: ``stop`` as
         :meth:`stop_node`; ``kill`` frozen at once
-        (:func:`refarch.clouds.openstack.power_cut`); ``partition`` its ports get a
-        security group without rules (:func:`refarch.clouds.openstack.partition`)."""
-        from . import openstack as ostk
+        (:func:`refarch.clouds.openstack_nodes.power_cut`); ``partition`` its ports get a
+        security group without rules (:func:`refarch.clouds.openstack_nodes.partition`)."""
+        from . import openstack_nodes as osnodes
 
         server = f"{cluster.run_id}-{name}"
         if mode == "stop":
             self.stop_node(cluster, name)
         elif mode == "kill":
-            ostk.power_cut(self.conn(cluster), server)
+            osnodes.power_cut(self.conn(cluster), server)
         elif mode == "partition":
-            self._partitioned[server] = ostk.partition(self.conn(cluster), server, cluster.run_id)
+            self._partitioned[server] = osnodes.partition(self.conn(cluster), server, cluster.run_id)
         else:
             raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
 
     def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
         """Undo :meth:`fail_node` (start, boot afresh, or the ports' own
         security groups back)."""
-        from . import openstack as ostk
+        from . import openstack_nodes as osnodes
 
         server = f"{cluster.run_id}-{name}"
         if mode == "stop":
             self.start_node(cluster, name)
         elif mode == "kill":
-            ostk.power_restored(self.conn(cluster), server)
+            osnodes.power_restored(self.conn(cluster), server)
         elif mode == "partition":
-            ostk.heal(self.conn(cluster), self._partitioned.pop(server, {}))
+            osnodes.heal(self.conn(cluster), self._partitioned.pop(server, {}))
 
     def node_state(self, cluster: Cluster, name: str) -> str:
         """"running" (ACTIVE), "stopped" (SHUTOFF, PAUSED) or Nova's status
         in lower case (error, ..., missing)."""
-        from . import openstack as ostk
+        from . import openstack_nodes as osnodes
 
-        return ostk.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
+        return osnodes.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
 
     def sweep(self, cluster: Cluster, log: Path) -> dict:
         """See CloudDriver.sweep: the janitor on the run id, whatever the age."""
@@ -348,22 +348,6 @@ class OpenStackCloud:
 #: ``availability.failure_modes``): a clean shutdown, a hard power-off, and
 #: a network partition (the node runs on, cut off).
 FAILURE_MODES = ("stop", "kill", "partition")
-
-#: nftables table in a local node's network namespace that cuts it off
-#: (failure mode ``partition``).
-PARTITION_TABLE = "refarch_partition"
-
-
-def partition_ruleset(table: str = PARTITION_TABLE) -> str:
-    """nftables input for ``nft -f -`` in a node's namespace: drop every
-    packet in and out except loopback's, before any other table (priority
-    -400: ahead of conntrack, so established connections are cut too)."""
-    return (f"table inet {table} {{}}\ndelete table inet {table}\n"
-            f"table inet {table} {{\n"
-            "  chain input { type filter hook input priority -400; policy accept; iifname \"lo\" accept; drop; }\n"
-            "  chain output { type filter hook output priority -400; policy accept; oifname \"lo\" accept; drop; }\n"
-            "}\n")
-
 
 #: Fault cases only (refarch.faults.catalogue): ``stop-ignored`` gives a driver whose
 #: stop is accepted and does nothing, as an OpenStack server that stays

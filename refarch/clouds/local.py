@@ -20,7 +20,7 @@ from .. import proc
 from ..errors import PreflightError, RefarchError
 from ..run import RunDir
 from ..tools import hostcmds
-from . import exposure
+from . import arrivals, exposure
 from .owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
 
 LABEL = LABEL_RUN_ID
@@ -158,10 +158,10 @@ def policy_table(run_id: str) -> str:
 
 def _policy_tables(run_id: str) -> list[str]:
     """The run's nftables tables on this host: its network policy and the
-    exposure probes' per-destination counters (refarch.clouds.exposure.edge_table)."""
+    exposure probes' per-destination counters (refarch.clouds.arrivals.edge_table)."""
     out = proc.run(["nft", "list", "tables"], timeout_s=30, check=False).stdout
     present = {line.strip() for line in out.splitlines()}
-    names = (policy_table(run_id), exposure.edge_table(policy_table(run_id)))
+    names = (policy_table(run_id), arrivals.edge_table(policy_table(run_id)))
     return [name for name in names if f"table inet {name}" in present]
 
 
@@ -299,3 +299,19 @@ def leftovers(run_id: str, rundir: Path) -> dict[str, list[str]]:
     if (_reservations() / f"{run_id}.json").exists():
         found["subnet_reservation"] = [meta.get("subnet", "?")]
     return found
+
+
+#: nftables table in a local node's network namespace that cuts it off
+#: (failure mode ``partition``).
+PARTITION_TABLE = "refarch_partition"
+
+
+def partition_ruleset(table: str = PARTITION_TABLE) -> str:
+    """nftables input for ``nft -f -`` in a node's namespace: drop every
+    packet in and out except loopback's, before any other table (priority
+    -400: ahead of conntrack, so established connections are cut too)."""
+    return (f"table inet {table} {{}}\ndelete table inet {table}\n"
+            f"table inet {table} {{\n"
+            "  chain input { type filter hook input priority -400; policy accept; iifname \"lo\" accept; drop; }\n"
+            "  chain output { type filter hook output priority -400; policy accept; oifname \"lo\" accept; drop; }\n"
+            "}\n")

@@ -33,8 +33,9 @@ from ..cluster import Cluster, preflight
 from ..contract import Contract
 from ..errors import RefarchError
 from ..judge.results import Results
+from ..overrides import parse_overrides
 from ..paths import runs_dir
-from ..profile import Profile, load_profile, parse_overrides
+from ..profile import Profile, load_profile
 from ..run import RunDir, new_run_id, validate_run_id
 from .reporting import InterruptReporter, Recorder
 from .state import _CONFIG, STATE, RunState, say

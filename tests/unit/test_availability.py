@@ -11,27 +11,27 @@ import pytest
 from refarch.judge import checks
 from refarch.judge.results import Results
 from refarch.profile import load_profile
-from refarch.pytest import availability
+from refarch.pytest import availability, elastic
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "availability"
 
 
 def _recorded_steps():
-    return availability._steps((DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8"))
+    return elastic._steps((DATA / "elastic-node2-stopped.log").read_text(encoding="utf-8"))
 
 
 def test_the_recorded_job_went_from_two_to_one_and_back():
     steps = _recorded_steps()
     sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
     assert sizes == [2, 1, 2]
-    assert 0 < availability.steps_repeated(steps) <= 10  # at most the commit interval
+    assert 0 < elastic.steps_repeated(steps) <= 10  # at most the commit interval
 
 
 def test_steps_repeated_after_a_restore():
     steps = [{"step": s} for s in (0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7)]
-    assert availability.steps_repeated(steps) == 4  # 3..6 trained twice
-    assert availability.steps_repeated([{"step": s} for s in range(5)]) == 0
+    assert elastic.steps_repeated(steps) == 4  # 3..6 trained twice
+    assert elastic.steps_repeated([{"step": s} for s in range(5)]) == 0
 
 
 def _judge(prop_id, **fixtures):
@@ -110,7 +110,7 @@ def test_the_recorded_job_printed_the_workers_failure():
     assert seen and any("exit with status code 255" in line or "closed by" in line for line in seen), seen
     # A job that shrank without noticing a failure (a de-listed host) prints none.
     quiet = "\n".join(line for line in text.splitlines() if not checks.FAILURE_SEEN.search(line))
-    assert checks.failure_evidence(quiet) == [] and availability._steps(quiet)
+    assert checks.failure_evidence(quiet) == [] and elastic._steps(quiet)
 
 
 class _Driver:
@@ -216,7 +216,7 @@ def test_the_timeline_is_relative_to_the_failure_with_the_drivers_decisions():
               "compatible17_gloo/gloo/transport/tcp/pair.cc:589] Timed out waiting 30000ms for recv operation\n"
               "Process 1 exit with status code 255.\n"
               "INFO:root:blacklist host: node2\n")
-    t = availability.timeline([("failed", 100.0), ("failure proven", 105.2), ("first step at world size 1", 112.75),
+    t = elastic.timeline([("failed", 100.0), ("failure proven", 105.2), ("first step at world size 1", 112.75),
                             ("restored", 104.0)], 100.0, output)
     assert t["events"] == [{"event": "failed", "t_s": 0.0}, {"event": "restored", "t_s": 4.0},
                            {"event": "failure proven", "t_s": 5.2}, {"event": "first step at world size 1", "t_s": 12.75}]
@@ -239,10 +239,10 @@ def test_the_job_pattern_finds_the_job_but_not_the_shell_that_kills_it():
     import re
 
     until = "/shared/.horovod/refarch-elastic-done-hvd-x-1"
-    pattern = availability._job_pattern(until)
+    pattern = elastic._job_pattern(until)
     assert re.search(pattern, f"python3 horovodrun ... elastic_train.py --until-file {until} --commit-every 10")
     assert not re.search(pattern, f"bash -lc pkill -KILL -u hvd -f -- '{pattern}'")
     # The driver's SSH session to a lost host, looked for when the job does not go on.
-    session = availability._not_self("StrictHostKeyChecking=no node2 ")
+    session = elastic._not_self("StrictHostKeyChecking=no node2 ")
     assert re.search(session, "ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no node2  cd /tmp ;")
     assert not re.search(session, f"bash -lc pgrep -u hvd -af '{session}'")

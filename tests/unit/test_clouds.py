@@ -181,7 +181,7 @@ def test_a_driver_whose_stop_is_ignored_ignores_a_power_off_too_but_cuts_a_node_
 
 
 def test_the_partition_ruleset_drops_all_but_loopback_ahead_of_every_other_table():
-    ruleset = clouds.partition_ruleset()
+    ruleset = localcloud.partition_ruleset()
     assert "delete table inet refarch_partition" in ruleset  # idempotent: made afresh
     for hook, iface in (("input", "iifname"), ("output", "oifname")):
         assert f'type filter hook {hook} priority -400; policy accept; {iface} "lo" accept; drop;' in ruleset

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch.clouds import exposure
+from refarch.clouds import arrivals, exposure
 from refarch.clouds import local as localcloud
 from refarch.clouds.exposure import Probe
 from refarch.judge.results import Results
@@ -153,19 +153,19 @@ def test_a_probe_refuses_any_target_but_the_runs_nodes():
 
 
 def test_counter_rulesets_count_per_probe_port_and_destination():
-    arrival = exposure.arrival_ruleset("refarch_arrivals", [ADMIN, OUTSIDE], ["tcp/22", "udp/111"])
+    arrival = arrivals.arrival_ruleset("refarch_arrivals", [ADMIN, OUTSIDE], ["tcp/22", "udp/111"])
     assert "type filter hook input priority 300; policy accept;" in arrival
     assert 'ip saddr 10.213.1.130 udp dport 111 counter comment "outside udp/111"' in arrival
     assert 'ip saddr 10.213.1.2 counter comment "admin all"' in arrival
-    edge = exposure.edge_ruleset("refarch_x_probes", [OUTSIDE], NAMES)
+    edge = arrivals.edge_ruleset("refarch_x_probes", [OUTSIDE], NAMES)
     assert 'ip saddr 10.213.1.130 ip daddr 10.213.0.11 counter comment "outside node2"' in edge
 
 
 def test_counters_are_read_from_nfts_json():
     text = json.dumps({"nftables": [{"metainfo": {}}, {"rule": {"comment": "outside udp/111", "expr": [
         {"match": {}}, {"counter": {"packets": 2, "bytes": 60}}]}}, {"rule": {"expr": [{"counter": {"packets": 9}}]}}]})
-    assert exposure.read_counters(text) == {"outside udp/111": 2}
-    assert exposure.exposed_by_arrival(["tcp/22", "udp/111"], {"outside udp/111": 2, "outside tcp/22": 0},
+    assert arrivals.read_counters(text) == {"outside udp/111": 2}
+    assert arrivals.exposed_by_arrival(["tcp/22", "udp/111"], {"outside udp/111": 2, "outside tcp/22": 0},
                                        "outside") == ["udp/111"]
 
 

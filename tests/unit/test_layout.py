@@ -67,3 +67,16 @@ def test_readme_layout_names_every_sub_package_and_top_level_module():
     top = {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
     missing = sorted((subpackages | top) - named)
     assert not missing, f"README.md's Layout does not name {', '.join(missing)} of refarch/"
+
+
+#: The most lines a module of refarch/ has: past it, a module has grown two
+#: concerns (each split so far was: the VM image from the VMs, the node
+#: operations from the OpenStack project, the elastic job from the failure
+#: proof).
+MAX_MODULE_LINES = 400
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {str(p.relative_to(PACKAGE)): n for p in sorted(PACKAGE.rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split by concern): {long}"

@@ -19,6 +19,7 @@ from openstack.network.v2 import floating_ip, network, port, quota, router, secu
 from openstack.test import fakes
 
 from refarch.clouds import openstack as ostk
+from refarch.clouds import openstack_nodes as osnodes
 from refarch.errors import PreflightError, RefarchError
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -270,10 +271,10 @@ def test_stop_and_start_a_node_wait_for_the_state():
     server = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE")
     conn.compute.find_server.side_effect = None
     conn.compute.find_server.return_value = server
-    ostk.set_power(conn, "hvd-ci-abcdef-node2", on=False)
+    osnodes.set_power(conn, "hvd-ci-abcdef-node2", on=False)
     conn.compute.stop_server.assert_called_once_with(server)
     assert conn.compute.wait_for_server.call_args.kwargs["status"] == "SHUTOFF"
-    ostk.set_power(conn, "hvd-ci-abcdef-node2", on=True)
+    osnodes.set_power(conn, "hvd-ci-abcdef-node2", on=True)
     conn.compute.start_server.assert_called_once_with(server)
     assert conn.compute.wait_for_server.call_args.kwargs["status"] == "ACTIVE"
 
@@ -286,10 +287,10 @@ def test_a_node_that_does_not_come_back_is_named():
     conn.compute.find_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="SHUTOFF")
     conn.compute.wait_for_server.side_effect = exceptions.ResourceTimeout("Timeout waiting for ACTIVE")
     with pytest.raises(RefarchError, match=r"server hvd-ci-abcdef-node2 did not become ACTIVE within 600 s"):
-        ostk.set_power(conn, "hvd-ci-abcdef-node2", on=True)
+        osnodes.set_power(conn, "hvd-ci-abcdef-node2", on=True)
     conn.compute.find_server.return_value = None
     with pytest.raises(RefarchError, match=r"no server hvd-ci-abcdef-node9"):
-        ostk.set_power(conn, "hvd-ci-abcdef-node9", on=False)
+        osnodes.set_power(conn, "hvd-ci-abcdef-node9", on=False)
 
 
 @pytest.mark.parametrize("status, state", [("ACTIVE", "running"), ("SHUTOFF", "stopped"), ("ERROR", "error")])
@@ -302,9 +303,9 @@ def test_the_node_state_is_the_servers_status_now(status, state):
     conn.compute.find_server.return_value = server
     conn.compute.get_server.side_effect = None
     conn.compute.get_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status=status)
-    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == state
+    assert osnodes.node_state(conn, "hvd-ci-abcdef-node2") == state
     conn.compute.find_server.return_value = None
-    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == "missing"
+    assert osnodes.node_state(conn, "hvd-ci-abcdef-node2") == "missing"
 
 
 # Failure modes of the availability measurements ---------------------------------
@@ -313,16 +314,16 @@ def test_a_power_cut_freezes_the_server_and_its_restore_boots_it_afresh():
     server = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE")
     conn.compute.find_server.side_effect = None
     conn.compute.find_server.return_value = server
-    ostk.power_cut(conn, "hvd-ci-abcdef-node2")
+    osnodes.power_cut(conn, "hvd-ci-abcdef-node2")
     conn.compute.pause_server.assert_called_once_with(server)
     assert conn.compute.wait_for_server.call_args.kwargs["status"] == "PAUSED"
-    ostk.power_restored(conn, "hvd-ci-abcdef-node2")
+    osnodes.power_restored(conn, "hvd-ci-abcdef-node2")
     conn.compute.unpause_server.assert_called_once_with(server)
     conn.compute.reboot_server.assert_called_once_with(server, "HARD")
     assert conn.compute.wait_for_server.call_args.kwargs["status"] == "ACTIVE"
     conn.compute.get_server.side_effect = None
     conn.compute.get_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="PAUSED")
-    assert ostk.node_state(conn, "hvd-ci-abcdef-node2") == "stopped"
+    assert osnodes.node_state(conn, "hvd-ci-abcdef-node2") == "stopped"
 
 
 def test_a_partition_gives_every_port_a_group_without_rules_and_heal_puts_the_groups_back():
@@ -340,13 +341,13 @@ def test_a_partition_gives_every_port_a_group_without_rules_and_heal_puts_the_gr
     egress = [res(security_group_rule.SecurityGroupRule, id=f"r{i}", direction="egress") for i in (4, 6)]
     conn.network.security_group_rules.side_effect = None
     conn.network.security_group_rules.return_value = egress
-    before = ostk.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")
+    before = osnodes.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")
     assert before == {"port-1": ["sg-cluster", "sg-admin"]}
     assert conn.network.create_security_group.call_args.kwargs["name"] == "hvd-ci-abcdef-partition"
     assert [c.args[0] for c in conn.network.delete_security_group_rule.call_args_list] == egress
     conn.network.update_port.assert_called_once_with(p1, security_groups=["sg-iso"])
     conn.network.ports.assert_called_once_with(device_id="srv-1")
-    ostk.heal(conn, before)
+    osnodes.heal(conn, before)
     assert conn.network.update_port.call_args.args == ("port-1",)
     assert conn.network.update_port.call_args.kwargs == {"security_groups": ["sg-cluster", "sg-admin"]}
 
@@ -356,4 +357,4 @@ def test_a_server_without_ports_cannot_be_cut_off():
     conn.compute.find_server.side_effect = None
     conn.compute.find_server.return_value = res(server_mod.Server, id="srv-1", name="hvd-ci-abcdef-node2")
     with pytest.raises(RefarchError, match="server hvd-ci-abcdef-node2 has no port to cut off"):
-        ostk.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")
+        osnodes.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")

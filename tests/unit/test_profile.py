@@ -1,7 +1,8 @@
 import pytest
 
 from refarch.errors import ProfileError
-from refarch.profile import available_profiles, load_profile, parse_overrides
+from refarch.overrides import parse_overrides
+from refarch.profile import available_profiles, load_profile
 
 
 def test_local_profile_loads():

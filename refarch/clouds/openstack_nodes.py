@@ -1,0 +1,125 @@
+"""OpenStack node operations for the availability properties: a server
+stopped and started, frozen as on a power cut and booted afresh, cut off
+from the network by a security group without rules and healed.
+
+Like :mod:`refarch.clouds.openstack`, every function takes a
+``Connection`` (or anything with the same ``compute`` and ``network``
+proxies), so the tests drive them with ``openstack.test.fakes`` proxies.
+"""
+
+from __future__ import annotations
+
+from ..errors import RefarchError
+
+
+def set_power(conn, server_name: str, on: bool, timeout_s: int = 600) -> None:
+    """Stop (``on=False``) or start a server by name and wait until it is
+    SHUTOFF or ACTIVE (openstacksdk's compute proxy).
+
+    Raises:
+        RefarchError: no such server, or it did not reach the state within
+            ``timeout_s`` seconds (the message names the server and state).
+    """
+    server = _server(conn, server_name)
+    (conn.compute.start_server if on else conn.compute.stop_server)(server)
+    _wait(conn, server, server_name, "ACTIVE" if on else "SHUTOFF", timeout_s)
+
+
+def node_state(conn, server_name: str) -> str:
+    """The server's power as the suite names it: "running" (ACTIVE),
+    "stopped" (SHUTOFF, or PAUSED: frozen, nothing runs), "missing" (no
+    such server) or Nova's status in lower case (error, build, ...)."""
+    server = conn.compute.find_server(server_name, ignore_missing=True)
+    if server is None:
+        return "missing"
+    server = conn.compute.get_server(server)
+    return {"ACTIVE": "running", "SHUTOFF": "stopped", "PAUSED": "stopped"}.get(
+        server.status, str(server.status).lower())
+
+
+def _server(conn, server_name: str):
+    server = conn.compute.find_server(server_name, ignore_missing=True)
+    if server is None:
+        raise RefarchError(f"no server {server_name} in the project")
+    return server
+
+
+def _wait(conn, server, server_name: str, want: str, timeout_s: int) -> None:
+    from openstack import exceptions
+
+    try:
+        conn.compute.wait_for_server(server, status=want, failures=["ERROR"], interval=5, wait=timeout_s)
+    except exceptions.SDKException as exc:
+        raise RefarchError(f"server {server_name} did not become {want} within {timeout_s} s: {exc}") from None
+
+
+def power_cut(conn, server_name: str, timeout_s: int = 600) -> None:
+    """Failure mode ``kill``: the server stops at once, as on a power cut.
+    Nova's stop shuts the guest down cleanly first (its connections are
+    closed, which peers see at once); Nova offers users no immediate
+    power-off, so the server is paused (the hypervisor freezes it: nothing
+    in it runs, it sends nothing, no connection is closed, which is what its
+    peers see of a power cut) and waits PAUSED.  :func:`power_restored`
+    boots it again.
+
+    Raises:
+        RefarchError: no such server, or not PAUSED within ``timeout_s``.
+    """
+    server = _server(conn, server_name)
+    conn.compute.pause_server(server)
+    _wait(conn, server, server_name, "PAUSED", timeout_s)
+
+
+def power_restored(conn, server_name: str, timeout_s: int = 600) -> None:
+    """After :func:`power_cut`: unpause, then a hard reboot, so that the
+    node boots afresh as after a power cut (nothing of the frozen processes
+    goes on); waits ACTIVE.
+
+    Raises:
+        RefarchError: no such server, or not ACTIVE within ``timeout_s``.
+    """
+    server = _server(conn, server_name)
+    conn.compute.unpause_server(server)
+    _wait(conn, server, server_name, "ACTIVE", timeout_s)
+    conn.compute.reboot_server(server, "HARD")
+    _wait(conn, server, server_name, "ACTIVE", timeout_s)
+
+
+def isolation_group(run_id: str) -> str:
+    """Name of the security group without rules that cuts a node off
+    (failure mode ``partition``); swept with the run (its name starts with
+    the run id)."""
+    return f"{run_id}-partition"
+
+
+def partition(conn, server_name: str, run_id: str) -> dict[str, list[str]]:
+    """Failure mode ``partition``: every port of the server gets only a
+    security group without rules (no ingress, and its default egress rules
+    deleted), so nothing reaches the node or leaves it while it runs on.
+    Returns {port id: security group ids before}, what :func:`heal` puts
+    back.
+
+    Raises:
+        RefarchError: no such server, or it has no port.
+    """
+    server = _server(conn, server_name)
+    ports = list(conn.network.ports(device_id=server.id))
+    if not ports:
+        raise RefarchError(f"server {server_name} has no port to cut off")
+    name = isolation_group(run_id)
+    group = conn.network.find_security_group(name, ignore_missing=True)
+    if group is None:
+        group = conn.network.create_security_group(name=name, description="refarch: failure mode partition")
+    for rule in list(conn.network.security_group_rules(security_group_id=group.id)):
+        conn.network.delete_security_group_rule(rule, ignore_missing=True)
+    before = {}
+    for p in ports:
+        before[p.id] = list(p.security_group_ids or [])
+        conn.network.update_port(p, security_groups=[group.id])
+    return before
+
+
+def heal(conn, before: dict[str, list[str]]) -> None:
+    """Give each port the security groups :func:`partition` saved."""
+    for port_id, groups in before.items():
+        conn.network.update_port(port_id, security_groups=groups)
