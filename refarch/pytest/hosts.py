@@ -57,6 +57,18 @@ HOROVOD_PYTHON = "$(dirname $(command -v horovodrun))/python"
 
 #: The exit status :func:`run_as` reports for a command that exited 255.
 EXIT_255 = 254
+#: The exit statuses of a command :func:`run_as` stopped at its time limit:
+#: coreutils' ``timeout`` exits 124 after its TERM, 137 after the KILL that
+#: ``-k`` sends a command that outlived the TERM.
+TIMED_OUT = (124, 137)
+
+
+def timed_out(result, timeout_s: int) -> str | None:
+    """"did not finish within ``timeout_s`` s" when :func:`run_as`'s
+    ``result`` (a CommandResult) was stopped at its time limit, else None:
+    what a check says instead of quoting the last line the command printed
+    before it was stopped (TensorFlow's start-up notice, say)."""
+    return f"did not finish within {timeout_s} s" if result.rc in TIMED_OUT else None
 
 
 def run_as(host, user: str, command: str, timeout_s: int = 60):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from refarch.judge import causes, checks
-from refarch.pytest.hosts import HOROVOD_PYTHON, probe_ssh, run_as
+from refarch.pytest.hosts import HOROVOD_PYTHON, probe_ssh, run_as, timed_out
 from refarch.tools import ansible
 
 pytestmark = [pytest.mark.integration, pytest.mark.check_phase]
@@ -348,6 +348,12 @@ def test_peer_ports_reachable(node, node_name, cluster, hosts):
     assert not failures, "; ".join(failures)
 
 
+#: Seconds `horovodrun --check-build` and each extension's import may take on
+#: a node (each imports TensorFlow: about 14 s on a 2-core node, 47 s beside
+#: another cluster's work on a slower machine of the kind).
+CHECK_BUILD_TIMEOUT_S = 120
+
+
 @pytest.fixture(scope="module")
 def horovod_build_outputs(hosts, cluster, run_state, profile) -> dict:
     """{node name: (`horovodrun --check-build` result, {framework: result of
@@ -362,12 +368,12 @@ def horovod_build_outputs(hosts, cluster, run_state, profile) -> dict:
     def gather(name):
         try:
             host = hosts[name]
-            build = run_as(host, user, "horovodrun --check-build", timeout_s=120)
+            build = run_as(host, user, "horovodrun --check-build", timeout_s=CHECK_BUILD_TIMEOUT_S)
             imports = {}
             for framework in profile.expect.horovod_build.frameworks:
                 module = checks.HOROVOD_EXTENSIONS.get(framework, f"horovod.{framework.lower()}")
                 imports[framework] = (module, run_as(host, user, f"{HOROVOD_PYTHON} -c 'import {module}'",
-                                                     timeout_s=120))
+                                                     timeout_s=CHECK_BUILD_TIMEOUT_S))
             return build, imports
         except Exception as exc:  # noqa: BLE001 -- raised again by that node's test
             return exc
@@ -394,6 +400,8 @@ def test_horovod_build(node, node_name, profile, horovod_build_outputs):
     if isinstance(outputs, Exception):
         raise outputs
     r, imports = outputs
+    late = timed_out(r, CHECK_BUILD_TIMEOUT_S)
+    assert not late, f"{node_name}: horovodrun --check-build {late} (the node too busy, or its Python hangs)"
     assert r.rc == 0, f"{node_name}: horovodrun --check-build failed: {r.stderr.strip()[-300:]}"
     built = checks.parse_check_build(r.stdout)
     want = profile.expect.horovod_build
@@ -403,7 +411,8 @@ def test_horovod_build(node, node_name, profile, horovod_build_outputs):
     for framework, (module, r) in imports.items():
         if r.rc != 0:
             out = f"{r.stdout}\n{r.stderr}"
-            why = checks.root_cause(out) or (out.strip().splitlines() or [f"exit {r.rc}"])[-1]
+            why = timed_out(r, CHECK_BUILD_TIMEOUT_S) or checks.root_cause(out) or \
+                (out.strip().splitlines() or [f"exit {r.rc}"])[-1]
             problems.append(f"{module} ({framework}) does not import: {why[-200:]} (--check-build may list "
                             "a framework whose extension was not compiled: the extension decides)")
     assert not problems, f"{node_name}: " + "; ".join(problems)

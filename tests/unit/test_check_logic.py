@@ -144,3 +144,21 @@ def test_export_problems_name_the_option():
         "export /srv/a-very-long-path-that-wraps to 10.215.0.0/24 lacks root_squash (has async,wdelay,hide,"
         "no_subtree_check,sec=sys,rw,secure,no_root_squash,no_all_squash)"]
     assert checks.export_problems(exports, "/srv/x", "10.0.0.0/8", ["rw"])[0].startswith("/srv/x is not exported")
+
+
+def test_horovod_build_check_says_a_check_build_stopped_at_its_limit_did_not_finish():
+    """A check-build that timeout stopped (124, or 137 after -k's KILL) is
+    named as such, not by the last line it printed (TensorFlow's notice)."""
+    from tests.integration import test_nodes
+
+    profile = load_profile("local")
+    notice = "I tensorflow/core/util/port.cc:113] oneDNN custom operations are on."
+    for rc in (124, 137):
+        late = SimpleNamespace(rc=rc, stdout="", stderr=notice)
+        with pytest.raises(AssertionError, match=r"^node2: horovodrun --check-build did not finish within 120 s"):
+            test_nodes.test_horovod_build(None, "node2", profile, {"node2": (late, {})})
+    built = SimpleNamespace(rc=0, stderr="", stdout=(DATA / "check-build-cpu.txt").read_text(encoding="utf-8"))
+    module = checks.HOROVOD_EXTENSIONS["TensorFlow"]
+    imports = {"TensorFlow": (module, SimpleNamespace(rc=124, stdout=notice, stderr=""))}
+    with pytest.raises(AssertionError, match=rf"{module} \(TensorFlow\) does not import: did not finish within 120 s"):
+        test_nodes.test_horovod_build(None, "node2", profile, {"node2": (built, imports)})
