@@ -11,7 +11,7 @@ whether there is one) and the ratio of medians stays robust to one
 disturbed repetition.  Source: Efron & Tibshirani, *An Introduction to the
 Bootstrap* (1993), ch. 13 (percentile intervals).
 
-The verdict against the policy's tolerance of the figure (refarch.judge.gate.
+The verdict against the release criteria's tolerance of the figure (refarch.judge.gate.
 Tolerance: ``relative`` t, ``absolute`` a in the figure's unit, ``better``
 higher or lower), on the interval [low, high] of candidate/baseline, with
 m the baseline's median:
