@@ -11,7 +11,7 @@ from refarch.contract import Contract
 from refarch.judge import checks
 from refarch.profile import load_profile
 from refarch.tools.ansible import PlaybookResult, parse_recap
-from tests.integration import test_gpu, test_playbook, test_smoke
+from tests.integration import test_gpu, test_nodes, test_playbook, test_smoke
 from tests.unit.test_contract import OUTPUTS
 
 DATA = Path(__file__).parent / "data"
@@ -102,8 +102,6 @@ def test_gpu_checks_skip_with_the_profiles_reason_on_cpu_profiles():
 def test_root_squash_check_fails_when_root_can_write():
     from contextlib import nullcontext
 
-    from tests.integration import test_nodes
-
     node = FakeNode({"touch": (0, ""), "rm -f": (0, "")})
     node.sudo = lambda *a: nullcontext()
     with pytest.raises(AssertionError, match=r"node1: root can write to /shared \(export is not root-squashed\)"):
@@ -149,16 +147,14 @@ def test_export_problems_name_the_option():
 def test_horovod_build_check_says_a_check_build_stopped_at_its_limit_did_not_finish():
     """A check-build that timeout stopped (124, or 137 after -k's KILL) is
     named as such, not by the last line it printed (TensorFlow's notice)."""
-    from tests.integration import test_nodes
-
     profile = load_profile("local")
     notice = "I tensorflow/core/util/port.cc:113] oneDNN custom operations are on."
     for rc in (124, 137):
         late = SimpleNamespace(rc=rc, stdout="", stderr=notice)
-        with pytest.raises(AssertionError, match=r"^node2: horovodrun --check-build did not finish within 120 s"):
+        with pytest.raises(AssertionError, match=r"^node2: horovodrun --check-build did not finish within 300 s"):
             test_nodes.test_horovod_build(None, "node2", profile, {"node2": (late, {})})
     built = SimpleNamespace(rc=0, stderr="", stdout=(DATA / "check-build-cpu.txt").read_text(encoding="utf-8"))
     module = checks.HOROVOD_EXTENSIONS["TensorFlow"]
     imports = {"TensorFlow": (module, SimpleNamespace(rc=124, stdout=notice, stderr=""))}
-    with pytest.raises(AssertionError, match=rf"{module} \(TensorFlow\) does not import: did not finish within 120 s"):
+    with pytest.raises(AssertionError, match=rf"{module} \(TensorFlow\) does not import: did not finish within 300 s"):
         test_nodes.test_horovod_build(None, "node2", profile, {"node2": (built, imports)})
