@@ -18,6 +18,8 @@ skippable stages and Molecule's steps), plus the sweep.
   refarch toolset build [--force] | tag    the toolset image (podman): every tool of the
                                            cluster-free stages; prints its tag
   refarch toolset stage ENV [-- ARGS]      tox.ini's commands of ENV with the tools on PATH
+  refarch ci plan | list | run | gitlab | record VERSION
+                                           the suite's CI: its two tiers (python -m refarch.ci)
 
 The default full job (deploy, configure, check, smoke, destroy) is
 ``pytest tests/integration --profile local`` (``tox -e integration``).
@@ -224,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["ci"]:  # the suite's CI has its own command line
+        from ..ci.__main__ import main as ci_main
+
+        return ci_main(argv[1:])
     if argv[:1] == ["check-args"]:  # the job's own options follow: not argparse's
         return _check_args(argparse.Namespace(job_args=argv[1:]))
     args = build_parser().parse_args(argv)

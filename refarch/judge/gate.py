@@ -238,13 +238,16 @@ def _machine_text(record: dict) -> str:
 
 def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATION_DIR,
              tree: ver.TreeHash | None = None, declared: str | None = None,
-             judge: str | None = None) -> GateResult:
+             judge: str | None = None, environments: bool = True) -> GateResult:
     """Judge ``version`` against ``criteria`` with the records under ``root``.
 
     ``tree`` is the descriptor tree the release would ship (default: the
     one on disk); ``declared`` the version ``descriptors/VERSION`` names
     (default: read it); ``judge`` the hash of what judges in this tree
-    (default: :func:`refarch.version.judge_hash`).  Every record's
+    (default: :func:`refarch.version.judge_hash`).  With ``environments``,
+    every CI environment of both tiers must have passed on this tree's exact
+    key (:func:`refarch.ci.release.problems`, ``environments.json`` beside
+    the records).  Every record's
     properties are judged again against its profile in this tree
     (:func:`rejudge`).  Figures are compared with the previous version's
     record only when both come from the same machine; otherwise the gate
@@ -261,6 +264,11 @@ def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATIO
         result.problems.append(f"descriptors/VERSION says {declared}, not {version}: bump it (and the CHANGELOG) "
                                "before validating and tagging")
     judge = judge if judge is not None else ver.judge_hash()
+    if environments:
+        from ..ci import environments as ci_environments
+        from ..ci import release as ci_release
+
+        result.problems += ci_release.problems(version, ci_environments.definitions(), root)
     found = rec.load_records(version, root)
     comparison = load_comparison(version, root)
     for name, rule in criteria.records.items():

@@ -205,8 +205,9 @@ def write_record(record: dict, root: Path = VALIDATION_DIR) -> Path:
 
 
 #: Files beside a version's records that are not records: the gate's
-#: verdict and the side-by-side comparison (refarch compare --out).
-NOT_RECORDS = ("gate.json", "compare.json")
+#: verdict, the side-by-side comparison (refarch compare --out) and the CI
+#: environments' passes (refarch ci record, refarch.ci.release).
+NOT_RECORDS = ("gate.json", "compare.json", "environments.json")
 
 
 def load_records(version: str, root: Path = VALIDATION_DIR) -> dict[str, dict]:

@@ -111,7 +111,8 @@ def molecule_env(loaded: Path | None = None) -> dict[str, str]:
     env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
            OWNER_ENV: str(os.getpid())}
     if loaded is not None:
-        env[rolecache.LOADED_ENV] = str(loaded)
+        # A CI environment's own list (refarch.ci.reuse) gets the scenario's modules too.
+        env[rolecache.LOADED_ENV] = os.pathsep.join(filter(None, [str(loaded), os.environ.get(rolecache.LOADED_ENV)]))
     return env
 
 

@@ -45,7 +45,7 @@ def run(name: str, tree: version.TreeHash = TREE, ver: str = "0.2.0", overrides=
 
 
 def evaluate(root, criteria=CRITERIA, ver="0.2.0", tree=TREE, declared="0.2.0", judge=JUDGE):
-    return gate.evaluate(ver, criteria, root, tree=tree, declared=declared, judge=judge)
+    return gate.evaluate(ver, criteria, root, tree=tree, declared=declared, judge=judge, environments=False)
 
 
 def records_for(root: Path, ver: str = "0.2.0", tree=TREE, main=None, machine=None) -> Path:
@@ -191,6 +191,12 @@ def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
     assert cli.main(["gate", "v0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 1
     assert "REFUSED: gpu-v100: no validation record" in capsys.readouterr().out
     criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n")
+    # Without the CI environments' passes on this tree (refarch ci record) the gate refuses, naming them.
+    assert cli.main(["gate", "0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 1
+    assert "the CI environments of this tree are not recorded" in capsys.readouterr().out
+    from refarch.ci import release as ci_release
+
+    monkeypatch.setattr(ci_release, "problems", lambda *a, **k: [])
     assert cli.main(["gate", "0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 0
     assert "may be released" in capsys.readouterr().out and (out / "0.2.0" / "gate.json").is_file()
 
