@@ -30,16 +30,17 @@ def tree_key(env, modules: dict, root: Path = ROOT) -> reuse.Key:
 
 
 def build(defs: Definitions, root: Path = ROOT, where: Path | None = None) -> dict:
-    """``{"environments": {name: entry}}``: each environment's newest pass
-    on this machine whose tree key is the checkout's now (its record), or
-    ``{"verdict": "pending", "why": ...}``."""
+    """``{"environments": {name: entry}}``: for each environment, the newest
+    record on this machine whose tree key is the checkout's now, when it is
+    a whole pass (its record), else ``{"verdict": "pending", "why": ...}``."""
     out = {}
     for env in defs.environments:
-        passes = [r for r in reuse.history(env.name, where) if r.get("verdict") == "passed"]
+        records = reuse.history(env.name, where)
+        passes = [r for r in records if r["verdict"] == "passed"]
         found = None
-        for record in reversed(passes):
+        for record in reversed(records):  # the newest run on this tree decides
             if tree_key(env, record.get("modules") or {}, root).tree_key == record.get("tree_key"):
-                found = record
+                found = record if record["verdict"] == "passed" and record.get("reusable", True) else None
                 break
         if found:
             out[env.name] = {k: v for k, v in found.items() if k not in ("junit",)}
@@ -68,7 +69,10 @@ def problems(version: str, defs: Definitions, validation: Path, root: Path = ROO
     the inputs and modules that differ)."""
     path = validation / version / FILE
     try:
-        found = json.loads(path.read_text(encoding="utf-8")).get("environments", {})
+        found = json.loads(path.read_text(encoding="utf-8"))
+        found = found.get("environments") if isinstance(found, dict) else None
+        if not isinstance(found, dict):
+            return [f"{path}: no environments in it (`refarch ci record {version}` writes it)"]
     except OSError:
         return [f"no {path}: the CI environments of this tree are not recorded (ci/test.sh --all, then "
                 f"`refarch ci record {version}`)"]
@@ -80,8 +84,10 @@ def problems(version: str, defs: Definitions, validation: Path, root: Path = ROO
         if entry is None:
             out.append(f"environment {env.name} ({env.tier} tier): not in {path}")
             continue
-        if entry.get("verdict") != "passed":
-            out.append(f"environment {env.name} ({env.tier} tier) is {entry.get('verdict')}: {entry.get('why', '')}")
+        if not isinstance(entry, dict) or entry.get("verdict") != "passed" or entry.get("reusable") is False:
+            entry = entry if isinstance(entry, dict) else {}
+            why = entry.get("why", "") if entry.get("reusable") is not False else "its record's key is incomplete"
+            out.append(f"environment {env.name} ({env.tier} tier) is {entry.get('verdict')}: {why}")
             continue
         now = tree_key(env, entry.get("modules") or {}, root)
         if now.tree_key != entry.get("tree_key"):

@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import time
@@ -45,9 +46,16 @@ from .environments import Environment
 KEEP = 20
 
 
+#: Never inputs: what a run writes, not what it reads.  A version's folder
+#: under validation/ holds the records, environments.json and gate.json
+#: written after the runs they record (the release criteria are inputs).
+OUTPUTS = re.compile(r"^(validation/[^/]+/|\.git/|\.tox/|\.venv/|\.cache/|runs/)|(^|/)__pycache__/|\.pyc$")
+
+
 def _listed(root: Path, rel: str) -> list[str]:
     """Files under ``rel`` (or ``rel`` itself) that git lists, tracked or
-    untracked but not ignored; outside git, every file but ``__pycache__``."""
+    untracked but not ignored (outside git, every file), :data:`OUTPUTS`
+    left out."""
     try:
         out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z", "--", rel], cwd=root,
                              capture_output=True, text=True, check=True, timeout=60).stdout
@@ -56,15 +64,19 @@ def _listed(root: Path, rel: str) -> list[str]:
         base = root / rel
         names = ([rel] if base.is_file() else
                  [p.relative_to(root).as_posix() for p in base.rglob("*") if p.is_file()] if base.is_dir() else [])
-    return sorted(n for n in names if "__pycache__" not in n and not n.endswith(".pyc") and (root / n).is_file())
+    return sorted(n for n in names if not OUTPUTS.search(n) and (root / n).is_file())
+
+
+#: Environment variables that change what an environment runs (tox.ini reads them).
+SETTINGS_ENV = ("REFARCH_PROFILE",)
 
 
 def input_hashes(env: Environment, root: Path = ROOT) -> dict[str, str]:
     """``{input: sha256 hex}`` over the relative path and bytes of every
     file of each of ``env``'s inputs (an input with no file is
     ``"missing"``), and ``definition``: what it runs (its tox environment
-    and arguments, from ``ci/environments.yml``)."""
-    out = {"definition": _sha(env.tox, env.pytest, env.args)}
+    and arguments, from ``ci/environments.yml``, and :data:`SETTINGS_ENV`)."""
+    out = {"definition": _sha(env.tox, env.pytest, env.args, {k: os.environ.get(k) for k in SETTINGS_ENV})}
     for rel in env.inputs:
         names = _listed(root, rel)
         if not names:
@@ -75,6 +87,15 @@ def input_hashes(env: Environment, root: Path = ROOT) -> dict[str, str]:
             digest.update(name.encode() + b"\0" + hashlib.sha256((root / name).read_bytes()).digest())
         out[rel] = digest.hexdigest()
     return out
+
+
+def all_module_hashes(root: Path = ROOT) -> dict[str, str]:
+    """:func:`refarch.tools.rolecache.module_hashes` of every module of the
+    package: taken when an environment starts, so that a module edited
+    while it runs does not enter its record with the new hash."""
+    names = [rolecache.module_name(p.relative_to(root).as_posix()) for p in (root / "refarch").rglob("*.py")
+             if "__pycache__" not in p.parts]
+    return rolecache.module_hashes(names, root)
 
 
 @functools.cache
@@ -156,12 +177,29 @@ def _file(name: str, where: Path | None) -> Path:
     return (where or records_dir()) / f"{name.replace(':', '_')}.json"
 
 
+#: Fields a record must have to be read (an older or broken one is skipped).
+FIELDS = ("key", "verdict", "seconds", "finished", "machine")
+
+
 def history(name: str, where: Path | None = None) -> list[dict]:
-    """Environment ``name``'s records on this machine, oldest first."""
+    """Environment ``name``'s records on this machine, oldest first (a
+    file or record that is not of this shape is left out)."""
     try:
-        return json.loads(_file(name, where).read_text(encoding="utf-8")).get("records", [])
+        data = json.loads(_file(name, where).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
+    records = data.get("records") if isinstance(data, dict) else None
+    if not isinstance(records, list):
+        return []
+    out = []
+    for r in records:
+        if isinstance(r, dict) and all(k in r for k in FIELDS):
+            try:
+                float(r["seconds"]), float(r["finished"])
+            except (TypeError, ValueError):
+                continue
+            out.append(r)
+    return out
 
 
 def remember(name: str, key: Key, verdict: str, seconds: float, run: str, commit: str | None,
@@ -192,9 +230,13 @@ class Standing:
     """Where a heavy environment stands on this machine: ``reusable`` is
     the pass honoured for its current key (None: it must run); ``why`` says
     why not (``never`` passed here, ``changed`` inputs, ``old`` pass,
-    ``disabled``), ``changed`` what differs from the newest pass, ``last``
-    the newest pass on this machine (any key), and ``last_seconds`` the
-    seconds of its newest record (any verdict: how long it takes here)."""
+    ``disabled``, ``failed`` or ``stopped``: the newest run with its key
+    failed or was stopped at the budget, ``unreusable``: its pass listed no
+    module),
+    ``changed`` what differs from the newest pass, ``last`` the newest pass
+    on this machine (any key), ``last_seconds`` its seconds (how long it
+    takes here), and ``at_least_s`` those of a newer run stopped at the
+    budget."""
 
     name: str
     reusable: dict | None = None
@@ -202,6 +244,8 @@ class Standing:
     changed: list[str] = field(default_factory=list)
     last: dict | None = None
     last_seconds: float | None = None
+    #: Seconds of a newer run stopped at the budget: it takes at least that.
+    at_least_s: float | None = None
 
 
 def _differences(record: dict, key: Key) -> list[str]:
@@ -216,22 +260,33 @@ def _differences(record: dict, key: Key) -> list[str]:
 
 def standing(env: Environment, max_age_s: float, root: Path = ROOT, where: Path | None = None,
              now: float | None = None, tools: dict[str, str] | None = None) -> Standing:
-    """Where ``env`` stands (:class:`Standing`): its newest pass on this
-    machine is honoured when its key, made again now over the modules that
-    pass loaded, is the same, and it is younger than ``max_age_s``."""
+    """Where ``env`` stands (:class:`Standing`): the newest record on this
+    machine whose key, made again now over the modules it loaded, is the
+    same decides: a pass, younger than ``max_age_s`` and not marked
+    unreusable, is honoured; a failure or stop with that key is not."""
     now = time.time() if now is None else now
     machine = rolecache.machine_id()
     mine = [r for r in history(env.name, where) if r.get("machine") == machine]
-    out = Standing(env.name, last_seconds=mine[-1]["seconds"] if mine else None)
-    passes = [r for r in mine if r.get("verdict") == "passed" and r.get("reusable", True)]
-    if not passes:
+    out = Standing(env.name)
+    passes = [r for r in mine if r["verdict"] == "passed"]
+    if passes:
+        out.last, out.last_seconds = passes[-1], float(passes[-1]["seconds"])
+    stopped = [r for r in mine if r["verdict"] == "stopped" and (not passes or r["finished"] > passes[-1]["finished"])]
+    if stopped:
+        out.at_least_s = max(float(r["seconds"]) for r in stopped)
+    if not mine:
         return out
-    out.last = passes[-1]
     tools = tools if tools is not None else tool_versions(env, root)
-    for record in reversed(passes):
-        key = current_key(env, record.get("modules") or {}, root, tools)
-        if key.key != record.get("key"):
+    keys: dict[str, Key] = {}
+    for record in reversed(mine):
+        modules = record.get("modules") or {}
+        cache_key = json.dumps(sorted(modules))
+        keys.setdefault(cache_key, current_key(env, modules, root, tools))
+        if keys[cache_key].key != record["key"]:
             continue
+        if record["verdict"] != "passed" or not record.get("reusable", True):
+            out.why = {"failed": "failed", "stopped": "stopped"}.get(record["verdict"], "unreusable")
+            return out
         if not 0 <= now - float(record["finished"]) <= max_age_s:
             out.why = "old"
             return out
@@ -240,6 +295,8 @@ def standing(env: Environment, max_age_s: float, root: Path = ROOT, where: Path 
             return out
         out.reusable = record
         out.why = ""
+        return out
+    if out.last is None:
         return out
     out.why = "changed"
     out.changed = _differences(out.last, current_key(env, out.last.get("modules") or {}, root, tools))

@@ -84,7 +84,7 @@ class Row:
     last_pass: str = ""
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if v not in (None, "", False)}
+        return {k: v for k, v in self.__dict__.items() if v is not None and v != "" and v is not False}
 
 
 @dataclass
@@ -111,9 +111,11 @@ class Run:
         return self.started + self.budget_s - time.time()
 
     def stop_all(self, signame: str) -> None:
+        """Stop what runs (SIGTERM: each tears down); a second signal kills it."""
+        again = bool(self.interrupted)
         self.interrupted = signame
         for proc in list(self.running.values()):
-            _signal_group(proc, signal.SIGTERM)
+            _signal_group(proc, signal.SIGKILL if again else signal.SIGTERM)
 
     def start(self, env: Environment, to_log: bool) -> tuple[subprocess.Popen, Path, dict]:
         """Start ``env`` in a process group of its own; returns the process,
@@ -122,7 +124,8 @@ class Run:
         modules.unlink(missing_ok=True)
         junit = self.logs / f"{env.name.replace(':', '_')}.junit.xml"
         junit.unlink(missing_ok=True)
-        before = {"inputs": reuse.input_hashes(env, ROOT), "tools": reuse.tool_versions(env, ROOT)}
+        before = {"inputs": reuse.input_hashes(env, ROOT), "tools": reuse.tool_versions(env, ROOT),
+                  "modules": reuse.all_module_hashes(ROOT)}
         out = open(self.logs / f"{env.name}.log", "w", encoding="utf-8") if to_log else None  # noqa: SIM115
         proc = subprocess.Popen(command(env, self.logs, self.extra), cwd=ROOT, start_new_session=True,
                                 stdout=out, stderr=subprocess.STDOUT if out else None,
@@ -132,6 +135,8 @@ class Run:
         if out:
             out.close()
         self.running[proc.pid] = proc
+        if self.interrupted:  # a signal came while it was being started
+            _signal_group(proc, signal.SIGTERM)
         return proc, modules, before
 
     def finish(self, env: Environment, row: Row, proc: subprocess.Popen, modules: Path, before: dict,
@@ -147,10 +152,14 @@ class Run:
         from ..tools import rolecache
 
         listed = sorted(rolecache.loaded_modules(modules))
-        key = reuse.Key(before["inputs"], rolecache.module_hashes(listed, ROOT), before["tools"],
-                        rolecache.machine_id())
+        hashes = {rel: before["modules"].get(rel, "missing")
+                  for rel in rolecache.module_hashes(listed, ROOT)}  # as they were when it started
+        key = reuse.Key(before["inputs"], hashes, before["tools"], rolecache.machine_id())
         verdict = "stopped" if stopped else "passed" if proc.returncode == 0 else "failed"
-        reusable = bool(listed) or "." in env.inputs
+        # Its key is complete only when a process of the suite listed its modules (the CLI or the pytest
+        # plugin: every environment loads one), and it ran whole: extra pytest arguments narrow it.
+        reusable = (bool(set(rolecache.ALWAYS_LOADED) & set(listed)) or "." in env.inputs) \
+            and not (self.extra and env.junit)
         record = reuse.remember(env.name, key, verdict, row.seconds, self.run_id, _commit(),
                                 self.logs / f"{env.name.replace(':', '_')}.junit.xml", reusable=reusable)
         row.key = record["key"][:12]
@@ -158,7 +167,8 @@ class Run:
             row.action = "stopped"
             row.why = f"ran past the budget ({self.budget_s:.0f} s after the start): stopped, pending"
         elif not reusable and verdict == "passed":
-            row.why = "its processes listed no modules of the package: not reused next time"
+            row.why = ("ran with extra pytest arguments" if self.extra and env.junit else
+                       "its processes listed no modules of the package") + ": not reused next time"
 
 
 def _commit() -> str | None:
@@ -195,6 +205,8 @@ def run_one(run: Run, env: Environment, row: Row, deadline: float | None = None)
             deadline = now + min(KILL_AFTER_S, run.defs.margin_s)
         elif stopped and now > deadline:
             _signal_group(proc, signal.SIGKILL)
+    if stopped:  # what it left in its process group goes with it
+        _signal_group(proc, signal.SIGKILL)
     run.finish(env, row, proc, modules, before, t0, cpu0, stopped)
 
 

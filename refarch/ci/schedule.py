@@ -4,7 +4,8 @@ standings and timings; :mod:`.runner` carries it out).
 A heavy environment without a pass honoured for its current key
 (:func:`refarch.ci.reuse.standing`) is a candidate.  Candidates are taken
 in this order: inputs changed since their last pass, then never passed on
-this machine, then the oldest pass first; within a kind, in the order of
+this machine (stopped at the budget, passed without a list of modules,
+failed with the same key: in that order), then the oldest pass first; within a kind, in the order of
 ``ci/environments.yml``.  Each starts only when its expected seconds fit
 what is left of the budget (a candidate that does not fit is passed over,
 a later one may still fit); what did not fit stays pending, with the
@@ -24,10 +25,11 @@ from .environments import Environment
 from .reuse import Standing
 
 #: Order of the kinds of candidates (Standing.why).
-ORDER = ("changed", "never", "disabled", "old")
+ORDER = ("changed", "never", "stopped", "unreusable", "failed", "disabled", "old")
 #: Bounds of machine_scale: a change tier cut short by a failure says
-#: little about the machine.
-SCALE_BOUNDS = (0.5, 5.0)
+#: little about the machine, and one with warm caches (the node image and
+#: wheelhouse built before) looks faster than the heavy tier will be.
+SCALE_BOUNDS = (0.75, 5.0)
 
 
 def machine_scale(measured_s: dict[str, float], envs: list[Environment]) -> float:
@@ -42,11 +44,17 @@ def machine_scale(measured_s: dict[str, float], envs: list[Environment]) -> floa
 
 
 def expected_s(env: Environment, stand: Standing, scale: float) -> tuple[float, str]:
-    """``(seconds, where from)``: this machine's newest time of ``env``, else
-    its reference scaled by ``scale``."""
+    """``(seconds, where from)``: this machine's newest pass of ``env``, else
+    its reference scaled by ``scale``; at least as long as a later run that
+    was stopped at the budget took."""
     if stand.last_seconds is not None:
-        return float(stand.last_seconds), "its newest time on this machine"
-    return env.reference_s * scale, f"its reference {env.reference_s:.0f} s x {scale:.2f} (this machine's change tier)"
+        seconds, source = float(stand.last_seconds), "its newest pass on this machine"
+    else:
+        seconds, source = env.reference_s * scale, (f"its reference {env.reference_s:.0f} s x {scale:.2f} (this "
+                                                    "machine's change tier)")
+    if stand.at_least_s is not None and stand.at_least_s > seconds:
+        return stand.at_least_s, "a run stopped at the budget after that long"
+    return seconds, source
 
 
 def order(candidates: list[tuple[Environment, Standing]]) -> list[tuple[Environment, Standing]]:
@@ -75,7 +83,9 @@ class Decision:
 
 
 WHY = {"changed": "inputs changed since its last pass", "never": "never passed on this machine",
-       "old": "its pass is too old", "disabled": "reuse turned off (REFARCH_CI_REUSE=0)"}
+       "stopped": "stopped at the budget last time", "unreusable": "its last pass listed no module of the package",
+       "failed": "failed last time with these inputs", "old": "its pass is too old",
+       "disabled": "reuse turned off (REFARCH_CI_REUSE=0)"}
 
 
 def decide(env: Environment, stand: Standing, left_s: float, scale: float, run_all: bool = False) -> Decision:

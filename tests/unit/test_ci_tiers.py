@@ -164,11 +164,46 @@ def test_a_failure_an_old_pass_or_an_unreusable_pass_is_not_reused(tree, tmp_pat
     e = env()
     reuse.remember(e.name, key(tree), "failed", 50.0, "ci-1", "abc", where=where)
     stand = reuse.standing(e, 3600, tree, where=where, tools=dict(TOOLS))
-    assert stand.why == "never" and stand.last_seconds == 50.0
+    assert stand.why == "failed" and stand.reusable is None and stand.last_seconds is None
     reuse.remember(e.name, key(tree), "passed", 60.0, "ci-2", "abc", where=where, reusable=False)
-    assert reuse.standing(e, 3600, tree, where=where, tools=dict(TOOLS)).why == "never"
+    assert reuse.standing(e, 3600, tree, where=where, tools=dict(TOOLS)).why == "unreusable"
     reuse.remember(e.name, key(tree), "passed", 70.0, "ci-3", "abc", where=where, now=time.time() - 7200)
     assert reuse.standing(e, 3600, tree, where=where, tools=dict(TOOLS)).why == "old"
+
+
+def test_a_failure_after_a_pass_with_the_same_key_is_not_covered_by_the_pass(tree, tmp_path):
+    where = tmp_path / "records"
+    reuse.remember("teardown", key(tree), "passed", 60.0, "ci-1", "abc", where=where)
+    reuse.remember("teardown", key(tree), "failed", 20.0, "ci-2", "abc", where=where)
+    stand = reuse.standing(env(), 3600, tree, where=where, tools=dict(TOOLS))
+    assert stand.reusable is None and stand.why == "failed" and stand.last_seconds == 60.0
+
+
+def test_a_run_stopped_at_the_budget_is_expected_to_take_at_least_as_long(tree, tmp_path):
+    where = tmp_path / "records"
+    reuse.remember("teardown", key(tree), "passed", 60.0, "ci-1", "abc", where=where)
+    (tree / "tests" / "test_a.py").write_text("changed\n")
+    reuse.remember("teardown", key(tree), "stopped", 900.0, "ci-2", "abc", where=where)
+    stand = reuse.standing(env(), 3600, tree, where=where, tools=dict(TOOLS))
+    assert stand.why == "stopped" and schedule.expected_s(env(), stand, 1.0)[0] == 900.0
+
+
+def test_broken_or_older_records_are_skipped(tmp_path):
+    where = tmp_path / "records"
+    where.mkdir()
+    for text in ("[1, 2]", '{"records": null}', '{"records": [{"key": "k"}, 3]}', "not json"):
+        (where / "teardown.json").write_text(text)
+        assert reuse.history("teardown", where) == []
+
+
+def test_written_records_under_validation_are_not_inputs_of_the_whole_tree(tree):
+    whole = Environment(name="fresh", tier="change", tox="fresh", inputs=(".",), reference_s=1)
+    before = reuse.input_hashes(whole, tree)
+    (tree / "validation" / "0.2.0").mkdir(parents=True)
+    (tree / "validation" / "0.2.0" / "environments.json").write_text("{}")
+    assert reuse.input_hashes(whole, tree) == before
+    (tree / "validation" / "release-criteria.yml").write_text("records: {}\n")
+    assert reuse.input_hashes(whole, tree) != before
 
 
 def test_a_pass_of_another_machine_is_not_reused(tree, tmp_path, monkeypatch):
@@ -288,7 +323,8 @@ def test_a_second_run_reuses_what_passed_and_reruns_what_an_input_change_reaches
 
     fake = tree / "ci" / "tox"
     fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\necho "$2" >> "$(dirname "$0")/calls"\necho clouds.local >> "$REFARCH_LOADED_MODULES"\n')
+    fake.write_text('#!/bin/sh\necho "$2" >> "$(dirname "$0")/calls"\n'
+                    'printf "clouds.local\\npytest.fixtures\\n" >> "$REFARCH_LOADED_MODULES"\n')
     fake.chmod(0o755)
     monkeypatch.setattr(runner, "ROOT", tree)
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tree / "runs"))
