@@ -18,6 +18,23 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 started=$EPOCHREALTIME
+# Bad input is one line before anything is made: --only names an environment
+# of ci/environments.yml (molecule:<scenario> for a folder of
+# descriptors/ansible/molecule).
+prev=""
+for arg in "$@"; do
+    if [ "$prev" = --only ]; then
+        case "$arg" in
+            molecule:*) [ -f "descriptors/ansible/molecule/${arg#molecule:}/molecule.yml" ] ;;
+            *) grep -q "^  ${arg}:\$" ci/environments.yml ;;
+        esac || { echo "ci/test.sh: no CI environment '$arg' (ci/environments.yml; molecule:<scenario> for a role)" >&2; exit 2; }
+    fi
+    prev=$arg
+done
+if [ -n "${REFARCH_CI_BUDGET_S+set}" ] && ! [[ "$REFARCH_CI_BUDGET_S" =~ ^[0-9]+([.][0-9]+)?$ && "$REFARCH_CI_BUDGET_S" != 0 ]]; then
+    echo "ci/test.sh: REFARCH_CI_BUDGET_S='$REFARCH_CI_BUDGET_S': give the budget in seconds, a number above 0" >&2
+    exit 2
+fi
 ci/bootstrap.sh || exit $?
 # Every tox environment is made before any runs, one after another: two
 # environments that run at once never make one at the same time.

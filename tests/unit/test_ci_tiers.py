@@ -357,3 +357,17 @@ def test_a_second_run_reuses_what_passed_and_reruns_what_an_input_change_reaches
     assert ran == ["faults", "fresh", "molecule", "report"] and rows["teardown"]["action"] == "reused"
     assert rows["molecule:common"]["why"] == "inputs changed since its last pass (input descriptors)"
     assert "reused" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args, env, message", [
+    (["--only", "nope"], {}, "no CI environment 'nope'"),
+    (["--only", "molecule:nope"], {}, "no CI environment 'molecule:nope'"),
+    ([], {"REFARCH_CI_BUDGET_S": "soon"}, "REFARCH_CI_BUDGET_S='soon': give the budget in seconds"),
+])
+def test_bad_input_to_ci_test_sh_is_one_line_before_the_bootstrap(args, env, message):
+    import os
+
+    proc = subprocess.run(["bash", str(ROOT / "ci" / "test.sh"), *args], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr and "bootstrap" not in proc.stdout
