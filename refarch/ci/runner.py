@@ -17,7 +17,7 @@ ones.
 Every environment that ran leaves a record (:func:`refarch.ci.reuse.remember`)
 and a row in ``runs/ci-timings.json``: seconds, when it started, exit, how
 busy the machine's CPUs were meanwhile (/proc/stat), what was done with it
-(ran, reused, pending, stopped) and why; the pending ones are listed at the
+(ran, retried, reused, pending, stopped) and why; the pending ones are listed at the
 end with their last pass.  Exit: 0 when every environment that ran passed
 (pending ones do not fail a run), 1 otherwise, 130 when interrupted.
 """
@@ -36,12 +36,24 @@ from pathlib import Path
 
 from .. import version
 from ..paths import ROOT, runs_dir
+from ..retry import Retryable, classify
 from . import reuse, schedule
 from .environments import Definitions, Environment
 
 #: Seconds a stopped environment has to tear down before it is killed
 #: (tox.ini's interrupt_timeout).
 KILL_AFTER_S = 300
+
+#: Failures after which a whole environment is run once more, kept as data
+#: as the playbook's are (:mod:`refarch.retry`): every one of its JUnit
+#: failures must match.
+ENVIRONMENT_RETRYABLE: tuple[Retryable, ...] = (
+    Retryable(
+        "unjudged-figure",
+        r"cannot be judged \(an error, never a pass\)",
+        "a figure could not be judged (the machine's speed changed while it was measured: a shared machine); "
+        "measured again on a new cluster, as a person would, and an error again fails", attempts=2, wait_s=0),
+)
 
 
 def cpu_ticks() -> tuple[int, int]:
@@ -183,9 +195,41 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         pass
 
 
+def junit_failures(path: Path) -> list[str]:
+    """The text (message and body) of every failure and error in JUnit file
+    ``path``; empty when there is none or no file."""
+    import xml.etree.ElementTree as ET
+
+    try:
+        tree = ET.parse(path)
+    except (OSError, ET.ParseError):
+        return []
+    return [f"{el.get('message', '')}\n{el.text or ''}" for el in tree.iter() if el.tag in ("failure", "error")]
+
+
 def run_one(run: Run, env: Environment, row: Row, deadline: float | None = None) -> None:
     """Run ``env`` alone, its output on this process's; stopped at
-    ``deadline`` (epoch seconds) when given."""
+    ``deadline`` (epoch seconds) when given.  A failed attempt whose every
+    JUnit failure is retryable (:data:`ENVIRONMENT_RETRYABLE`)
+    is run again, up to the rule's attempts, saying the rule and why; the
+    failed attempt's row says ``retried``."""
+    for attempt in range(1, 1 + max(r.attempts for r in ENVIRONMENT_RETRYABLE)):
+        _attempt(run, env, row, deadline)
+        if row.action != "ran" or row.exit == 0 or not env.junit or run.interrupted:
+            return
+        junit = run.logs / f"{env.name.replace(':', '_')}.junit.xml"
+        rule = classify(junit_failures(junit), ENVIRONMENT_RETRYABLE)
+        if rule is None or attempt >= rule.attempts:
+            return
+        print(f"ci/test.sh: {env.name}: attempt {attempt} of {rule.attempts} failed ({rule.id}: {rule.reason}): "
+              "running it again", flush=True)
+        row.action, row.why = "retried", f"attempt {attempt} failed: {rule.id}"
+        row = Row(env.name, env.tier, "ran", why=f"attempt {attempt + 1} after {rule.id}", lane=row.lane,
+                  expected_s=row.expected_s, last_pass=row.last_pass)
+        run.rows.append(row)
+
+
+def _attempt(run: Run, env: Environment, row: Row, deadline: float | None) -> None:
     t0, cpu0 = time.time(), cpu_ticks()
     row.started_s = round(t0 - run.started, 1)
     print(f"ci/test.sh: {env.name} ({env.tier} tier" + (f"; {row.why}" if row.why else "") + ")", flush=True)
@@ -295,9 +339,10 @@ def write_timings(run: Run, cpu0: tuple[int, int], path: Path) -> dict:
 def summary(run: Run, out: dict) -> str:
     lines = ["", "ci/test.sh timings (runs/ci-timings.json):"]
     for r in run.rows:
-        if r.action == "ran" or r.action in ("stopped", "interrupted"):
+        if r.action in ("ran", "retried", "stopped", "interrupted"):
             state = "ok" if r.exit == 0 and r.action == "ran" else r.action.upper() if r.action != "ran" \
                 else f"FAILED (exit {r.exit})"
+            state += f" ({r.why})" if r.action == "retried" else ""
             lines.append(f"  {r.name:<22} {r.tier:<6} {r.seconds:>7.1f} s  {state}"
                          + (f"  (CPUs {100 * r.cpu_busy:.0f} % busy)" if r.cpu_busy is not None else "")
                          + ("  (beside the others of its tier)" if r.lane else ""))

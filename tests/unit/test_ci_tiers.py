@@ -262,19 +262,27 @@ def test_the_machine_scale_comes_from_the_change_tier():
     assert schedule.machine_scale({"fresh": 100000}, change) == schedule.SCALE_BOUNDS[1]
 
 
+def stand_in_tox(root: Path, monkeypatch, script: str):
+    """``root/ci/tox`` as a shell ``script`` standing in for tox, the runner
+    pointed at ``root`` (its runs and records there, fixed tool versions);
+    returns the runner module."""
+    from refarch.ci import runner
+
+    fake = root / "ci" / "tox"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text("#!/bin/sh\n" + script)
+    fake.chmod(0o755)
+    monkeypatch.setattr(runner, "ROOT", root)
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(root / "runs"))
+    monkeypatch.setenv("REFARCH_CACHE_DIR", str(root / "cache"))
+    monkeypatch.setattr(reuse, "tool_versions", lambda e, root=ROOT: dict(TOOLS))
+    return runner
+
+
 def test_the_runner_stops_a_heavy_environment_past_the_budget_and_keeps_it_pending(tmp_path, monkeypatch):
     """A stand-in tox that sleeps: started within the budget, stopped at the
     budget plus the margin, recorded as stopped, listed as pending."""
-    from refarch.ci import runner
-
-    fake = tmp_path / "ci" / "tox"
-    fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\nexec sleep 60\n")
-    fake.chmod(0o755)
-    monkeypatch.setattr(runner, "ROOT", tmp_path)
-    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
-    monkeypatch.setenv("REFARCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(reuse, "tool_versions", lambda e, root=ROOT: dict(TOOLS))
+    runner = stand_in_tox(tmp_path, monkeypatch, "exec sleep 60\n")
     defs = environments.Definitions(budget_s=1, margin_s=1, max_age_s=10,
                                     environments=(env("slow", inputs=("tox.ini",), reference_s=0.5),))
     started = time.time()
@@ -319,17 +327,8 @@ def test_a_second_run_reuses_what_passed_and_reruns_what_an_input_change_reaches
     first run runs both tiers; the second reruns the change tier only and
     says which heavy environments it reused and why; after a change to one
     environment's input, that one runs again and the other is reused."""
-    from refarch.ci import runner
-
-    fake = tree / "ci" / "tox"
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\necho "$2" >> "$(dirname "$0")/calls"\n'
-                    'printf "clouds.local\\npytest.fixtures\\n" >> "$REFARCH_LOADED_MODULES"\n')
-    fake.chmod(0o755)
-    monkeypatch.setattr(runner, "ROOT", tree)
-    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tree / "runs"))
-    monkeypatch.setenv("REFARCH_CACHE_DIR", str(tree / "cache"))
-    monkeypatch.setattr(reuse, "tool_versions", lambda e, root=ROOT: dict(TOOLS))
+    runner = stand_in_tox(tree, monkeypatch, 'echo "$2" >> "$(dirname "$0")/calls"\n'
+                                             'printf "clouds.local\\npytest.fixtures\\n" >> "$REFARCH_LOADED_MODULES"\n')
     defs = environments.Definitions(budget_s=600, margin_s=60, max_age_s=3600, environments=(
         Environment(name="fresh", tier="change", tox="fresh", inputs=(".",), reference_s=1, lane=True),
         Environment(name="faults:checks", tier="change", tox="faults", inputs=("tests",), reference_s=1, lane=True),
@@ -371,3 +370,23 @@ def test_bad_input_to_ci_test_sh_is_one_line_before_the_bootstrap(args, env, mes
                           env={**os.environ, **env}, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert message in proc.stderr and "bootstrap" not in proc.stdout
+
+
+@pytest.mark.parametrize("message, attempts, rc", [
+    ("scaling.efficiency = 0.64 ratio cannot be judged (an error, never a pass): the machine's speed changed", 2, 0),
+    ("test_sshd_effective_settings[node2]: PasswordAuthentication yes", 1, 1),
+])
+def test_an_unjudged_figure_is_measured_once_more_and_nothing_else_is_retried(tree, monkeypatch, message, attempts,
+                                                                              rc):
+    # The first call fails with MESSAGE in its JUnit file, the second passes.
+    runner = stand_in_tox(tree, monkeypatch,
+                          'for a; do case "$a" in --junitxml=*) j=${a#--junitxml=};; esac; done\n'
+                          'printf "pytest.fixtures\\n" >> "$REFARCH_LOADED_MODULES"\n'
+                          'if [ ! -e "$(dirname "$0")/once" ]; then touch "$(dirname "$0")/once"\n'
+                          f'  printf \'<testsuite><testcase name="t"><failure message="%s"/></testcase></testsuite>\' '
+                          f'"{message}" > "$j"; exit 1; fi\necho "<testsuite/>" > "$j"\n')
+    defs = environments.Definitions(budget_s=600, margin_s=60, max_age_s=3600, environments=(
+        Environment(name="integration", tier="change", tox="integration", inputs=("tests",), reference_s=1),))
+    assert runner.execute(defs, time.time(), 600, [], [], run_all=False) == rc
+    rows = json.loads((tree / "runs" / "ci-timings.json").read_text())["environments"]
+    assert [r["action"] for r in rows] == (["retried", "ran"] if attempts == 2 else ["ran"])
