@@ -37,15 +37,18 @@ def build(defs: Definitions, root: Path = ROOT, where: Path | None = None) -> di
     for env in defs.environments:
         records = reuse.history(env.name, where)
         passes = [r for r in records if r["verdict"] == "passed"]
-        found = None
+        found, newest = None, None
         for record in reversed(records):  # the newest run on this tree decides
             if tree_key(env, record.get("modules") or {}, root).tree_key == record.get("tree_key"):
+                newest = record
                 found = record if record["verdict"] == "passed" and record.get("reusable", True) else None
                 break
         if found:
             out[env.name] = {k: v for k, v in found.items() if k not in ("junit",)}
         else:
-            why = ("never passed on this machine" if not passes else
+            why = (f"its newest run on this tree, in {newest.get('run')}, {newest['verdict']}"
+                   + (" without a complete key" if newest["verdict"] == "passed" else "") if newest else
+                   "never passed on this machine" if not passes else
                    f"its passes here were on other trees (newest: {reuse.describe_pass(passes[-1])})")
             out[env.name] = {"environment": env.name, "tier": env.tier, "verdict": "pending", "why": why}
     return {"what": "the suite's CI environments on this tree: each one's pass (key, inputs, modules, tools, "

@@ -390,3 +390,15 @@ def test_an_unjudged_figure_is_measured_once_more_and_nothing_else_is_retried(tr
     assert runner.execute(defs, time.time(), 600, [], [], run_all=False) == rc
     rows = json.loads((tree / "runs" / "ci-timings.json").read_text())["environments"]
     assert [r["action"] for r in rows] == (["retried", "ran"] if attempts == 2 else ["ran"])
+
+
+def test_the_release_names_a_failure_on_this_tree(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(reuse, "tool_versions", lambda e, root=ROOT: dict(TOOLS))
+    monkeypatch.setenv("REFARCH_CACHE_DIR", str(tmp_path / "cache"))
+    defs = environments.Definitions(budget_s=1, margin_s=1, max_age_s=10, environments=(env(),))
+    reuse.remember("teardown", key(tree), "passed", 5.0, "ci-1", "abc")
+    reuse.remember("teardown", key(tree), "failed", 5.0, "ci-2", "abc")
+    _path, pending = release.write("0.2.0", defs, tmp_path / "validation", tree)
+    assert pending == ["teardown"]
+    assert release.problems("0.2.0", defs, tmp_path / "validation", tree) == [
+        "environment teardown (heavy tier) is pending: its newest run on this tree, in ci-2, failed"]
