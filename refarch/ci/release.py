@@ -94,9 +94,7 @@ def problems(version: str, defs: Definitions, validation: Path, root: Path = ROO
             continue
         now = tree_key(env, entry.get("modules") or {}, root)
         if now.tree_key != entry.get("tree_key"):
-            diff = [f"input {k}" for k in sorted(set(now.inputs) | set(entry.get("inputs", {})))
-                    if now.inputs.get(k) != entry.get("inputs", {}).get(k)]
-            diff += [f"module {k}" for k, v in sorted(entry.get("modules", {}).items()) if now.modules.get(k) != v]
+            diff = reuse.differences(entry, now)  # tools left out: the tree's part only
             out.append(f"environment {env.name} passed on tree {entry.get('commit')} with tree key "
                        f"{str(entry.get('tree_key'))[:12]}; this tree's is {now.tree_key[:12]} "
                        f"({', '.join(diff) or 'its definition changed'}): run it again")

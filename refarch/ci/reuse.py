@@ -248,7 +248,9 @@ class Standing:
     at_least_s: float | None = None
 
 
-def _differences(record: dict, key: Key) -> list[str]:
+def differences(record: dict, key: Key) -> list[str]:
+    """What differs between ``record``'s key and ``key``: ``input X``,
+    ``module refarch/...``, ``tool NAME (old -> new)``."""
     out = [f"input {rel}" for rel in sorted(set(record.get("inputs", {})) | set(key.inputs))
            if record.get("inputs", {}).get(rel) != key.inputs.get(rel)]
     out += [f"module {rel}" for rel, digest in sorted(record.get("modules", {}).items())
@@ -299,7 +301,7 @@ def standing(env: Environment, max_age_s: float, root: Path = ROOT, where: Path 
     if out.last is None:
         return out
     out.why = "changed"
-    out.changed = _differences(out.last, current_key(env, out.last.get("modules") or {}, root, tools))
+    out.changed = differences(out.last, current_key(env, out.last.get("modules") or {}, root, tools))
     return out
 
 

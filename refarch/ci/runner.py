@@ -172,7 +172,7 @@ class Run:
         # plugin: every environment loads one), and it ran whole: extra pytest arguments narrow it.
         reusable = (bool(set(rolecache.ALWAYS_LOADED) & set(listed)) or "." in env.inputs) \
             and not (self.extra and env.junit)
-        record = reuse.remember(env.name, key, verdict, row.seconds, self.run_id, _commit(),
+        record = reuse.remember(env.name, key, verdict, row.seconds, self.run_id, version.commit(),
                                 self.logs / f"{env.name.replace(':', '_')}.junit.xml", reusable=reusable)
         row.key = record["key"][:12]
         if stopped:
@@ -181,11 +181,6 @@ class Run:
         elif not reusable and verdict == "passed":
             row.why = ("ran with extra pytest arguments" if self.extra and env.junit else
                        "its processes listed no modules of the package") + ": not reused next time"
-
-
-def _commit() -> str | None:
-    """The checkout's commit (:func:`refarch.version.commit`)."""
-    return version.commit()
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

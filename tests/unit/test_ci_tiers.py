@@ -87,7 +87,7 @@ def test_the_key_changes_with_a_declared_input_file(tree):
     (tree / "tests" / "test_a.py").write_text("def test_a(): assert 1\n")
     after = key(tree)
     assert after.key != before.key and after.tree_key != before.tree_key
-    assert reuse._differences(before.as_dict(), after) == ["input tests/test_a.py"]
+    assert reuse.differences(before.as_dict(), after) == ["input tests/test_a.py"]
 
 
 def test_the_key_changes_with_a_file_added_under_a_declared_folder(tree):
@@ -103,14 +103,14 @@ def test_the_key_changes_with_a_loaded_module_and_not_with_another(tree):
     assert key(tree).key == before.key
     (tree / "refarch" / "clouds" / "local.py").write_text("X = 2\n")
     after = key(tree)
-    assert after.key != before.key and reuse._differences(before.as_dict(), after) == ["module refarch/clouds/local.py"]
+    assert after.key != before.key and reuse.differences(before.as_dict(), after) == ["module refarch/clouds/local.py"]
 
 
 def test_the_key_changes_with_a_tool_version_but_not_the_tree_key(tree):
     before = key(tree)
     after = key(tree, tools={**TOOLS, "terraform": "Terraform v1.12.0"})
     assert after.key != before.key and after.tree_key == before.tree_key
-    assert reuse._differences(before.as_dict(), after) == [
+    assert reuse.differences(before.as_dict(), after) == [
         "tool terraform (Terraform v1.11.4 -> Terraform v1.12.0)"]
 
 
