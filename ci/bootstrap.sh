@@ -4,7 +4,8 @@
 # (default: all) that is not on PATH yet, with apt when run as root
 # (otherwise prints the exact command); a command already there, from
 # whatever source, is kept as it is.  Checks the commands that are not from
-# Debian (terraform) and puts tox (with tox-uv) in .venv.  Idempotent: a warm machine passes through in seconds.
+# Debian (terraform, go), puts tox (with tox-uv) in .venv and builds the
+# pinned Terraform providers into the suite's cache.  Idempotent: a warm machine passes through in seconds.
 #   ci/bootstrap.sh [STAGE...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,3 +67,8 @@ if [ ! -x .venv/bin/tox ] || [ ! -x .venv/bin/uv ]; then
     .venv/bin/pip install -q --upgrade pip
     .venv/bin/pip install -q "tox>=4.11,<5" "tox-uv>=1.37,<2"
 fi
+# Terraform's providers that the OpenStack module pins, built with Go into
+# the suite's mirror (the registry is out of reach; a warm machine builds
+# nothing): refarch/tools/providers.py.
+.venv/bin/python -c 'import yaml' 2>/dev/null || .venv/bin/pip install -q "PyYAML>=6"
+.venv/bin/python -m refarch.tools.providers >/dev/null

@@ -23,6 +23,7 @@ from .clouds.protocol import CloudDriver, Prepared
 from .contract import Contract
 from .errors import LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
+from .paths import write_private
 from .profile import Profile, load_profile
 from .run import RunDir, new_run_id
 from .tools import ansible
@@ -153,7 +154,12 @@ class Cluster:
             tf = self.terraform
             tf.write_vars(self.driver.tf_vars(self, key, ssh / "known_hosts"))
             tf.apply(self.profile.timeouts_s.deploy)
-            self.contract = Contract.from_outputs(tf.outputs())
+            outputs = tf.outputs()
+            if "known_hosts" in outputs:
+                # A module that makes host keys from inputs hands the lines
+                # back; the contract names the file they go to.
+                write_private(Path(outputs["ssh_known_hosts_file"]), outputs["known_hosts"])
+            self.contract = Contract.from_outputs(outputs)
             self.contract.save(self.rundir.contract_file)
             self.contract.write_ssh_config(ssh / "config")
         return self.contract

@@ -83,12 +83,14 @@ class TrainingUser(_Strict):
 
 
 class SharedStorage(_Strict):
-    """``size_gb`` applies where the cloud makes a volume for the share."""
+    """``size_gb`` applies where the cloud makes a volume for the share; 0
+    makes none (an OpenStack without Cinder): the share is then a folder on
+    the first node's own disk."""
 
     type: Literal["sshfs", "nfs"]
     export: str = Field(pattern=r"^/")
     mount_point: str = Field(pattern=r"^/")
-    size_gb: int = Field(1000, ge=1, le=16384)
+    size_gb: int = Field(1000, ge=0, le=16384)
     nfs_version: str = "4.2"
     #: Options every node's mount must show (e.g. rw, hard, vers=4.2).
     required_mount_options: list[str] = ["rw"]

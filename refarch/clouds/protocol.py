@@ -25,6 +25,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..cluster import Cluster
 
 
+#: How a node fails in the availability measurements (profile
+#: ``availability.failure_modes``): a clean shutdown, a hard power-off, and
+#: a network partition (the node runs on, cut off).
+FAILURE_MODES = ("stop", "kill", "partition")
+
+
 @dataclass(frozen=True)
 class Prepared:
     """What a driver's :meth:`CloudDriver.prepare` made for a run (a field

@@ -47,7 +47,7 @@ from .. import proc, version
 from ..clouds.image import FRESH_REPO, IMAGE_FORMAT, ensure_fresh_image
 from ..errors import RefarchError
 from ..paths import ROOT, cache_dir, cache_lock
-from . import hostcmds
+from . import hostcmds, providers
 
 TOOLSET_REPO = "localhost/refarch-toolset"
 #: Bump when the way the image is assembled changes (part of the tag).
@@ -261,12 +261,14 @@ def toolset_exists(tag: str) -> bool:
 
 
 def _context(work: Path, terraform: Path, sources: dict[str, tuple[bytes, int]]) -> None:
-    """The build context in ``work``: Containerfile, locks, terraform, and
-    src/ written from ``sources`` (the snapshot the tag was hashed from,
+    """The build context in ``work``: Containerfile, locks, terraform, the
+    Terraform providers' mirror (``terraform-providers/``), and src/ written from ``sources`` (the snapshot the tag was hashed from,
     with its permission bits, so that scripts stay executable)."""
     for name in (*LOCKS, "Containerfile"):
         shutil.copy(ROOT / TOOLSET_DIR / name, work / name)
     shutil.copy(terraform, work / "terraform")
+    # The pinned providers, as the host's mirror holds them (built if missing).
+    shutil.copytree(providers.ensure_providers(), work / "terraform-providers")
     for name, (data, mode) in sources.items():
         target = work / "src" / name
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -40,6 +40,9 @@ CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 #: ``report`` renders a recorded run's report in Debian's Chromium.
 STAGES = ("pipeline", "report")
 
+#: PATH of a fresh Debian root (the Go toolchain's bin goes before it).
+FRESH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 #: After the bootstrap: one line per command of the table that is not found,
 #: then each stage's verdict ("stage NAME: passed" / "stage NAME: FAILED")
 #: followed, on failure, by its output.
@@ -90,10 +93,19 @@ def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_c
     # installed still comes from the bootstrap alone.
     uv_cache = Path(os.environ.get("UV_CACHE_DIR") or Path.home() / ".cache" / "uv")
     uv_cache.mkdir(parents=True, exist_ok=True)
+    # Go is part of this kind of machine, not of Debian (as terraform): the
+    # host's toolchain, and its module and build caches like uv's.
+    go_root = Path(shutil.which("go")).resolve().parent.parent
+    go_caches = {k: proc.run(["go", "env", k], timeout_s=30).stdout.strip() for k in ("GOMODCACHE", "GOCACHE")}
+    for path in go_caches.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    go = ["-v", f"{go_root}:/usr/local/go:ro", "-e", "PATH=/usr/local/go/bin:" + FRESH_PATH,
+          *[a for k, path in go_caches.items() for a in ("-v", f"{path}:/root/.cache/fresh-{k}", "-e",
+                                                           f"{k}=/root/.cache/fresh-{k}")]]
     r = proc.run(["podman", "run", "--rm", "--runtime", "runc", "--timeout", str(FRESH_LIMIT_S),
                   "--ulimit", "nofile=4096:8192", "--ulimit", "nproc=4096:8192",
                   "-v", f"{copy}:/work/checkout", "-v", f"{terraform}:/usr/local/bin/terraform:ro",
-                  "-v", f"{uv_cache}:/root/.cache/uv", "-e", "STAGES=" + " ".join(STAGES), *ca,
+                  "-v", f"{uv_cache}:/root/.cache/uv", *go, "-e", "STAGES=" + " ".join(STAGES), *ca,
                   tag, "bash", "-c", CHECK], timeout_s=FRESH_LIMIT_S + 120, check=False, log=tmp_path / "fresh.log")
     out = (r.stdout or "") + (r.stderr or "")
     kept = runs_dir() / "fresh.log"

@@ -57,7 +57,9 @@ def outputs():
 
 
 def test_same_output_names(outputs):
-    assert set(outputs["local"]) == set(outputs["openstack"])
+    # known_hosts: lines the OpenStack module hands back for the caller to
+    # write (it has no provider that writes files); the local one writes them.
+    assert set(outputs["local"]) == set(outputs["openstack"]) - {"known_hosts"}
     assert set(CONTRACT_OUTPUTS) | set(OPTIONAL_OUTPUTS) <= set(outputs["local"])
 
 
@@ -99,5 +101,5 @@ def test_inputs_are_described_typed_and_validated(module):
 def test_openstack_providers_are_pinned():
     text = (TERRAFORM_DIR / "openstack" / "versions.tf").read_text()
     versions = re.findall(r'\n\s+version\s*=\s*"([^"]+)"', text)  # providers, not required_version
-    assert len(versions) == 3 and all(re.fullmatch(r"\d+\.\d+\.\d+", v) for v in versions), versions
+    assert len(versions) == 1 and all(re.fullmatch(r"\d+\.\d+\.\d+", v) for v in versions), versions
     assert 'source  = "terraform-provider-openstack/openstack"' in text

@@ -80,11 +80,15 @@ resource "openstack_compute_keypair_v2" "admin" {
   public_key = trimspace(file(var.ssh_public_key_file))
 }
 
-# Host keys are made here and injected by cloud-init, so the controller's
-# known_hosts is right from the first connection (strict checking, no TOFU).
-resource "tls_private_key" "host" {
-  count     = var.node_count
-  algorithm = "ED25519"
+# Host keys are made beforehand (ssh-keygen, one pair per node in
+# ssh_host_keys_dir) and injected by cloud-init, so the controller's
+# known_hosts (the known_hosts output) is right from the first connection:
+# strict checking, no trust on first use.
+locals {
+  host_keys = [for n in local.nodes : {
+    private = sensitive(file("${var.ssh_host_keys_dir}/${n.hostname}"))
+    public  = trimspace(file("${var.ssh_host_keys_dir}/${n.hostname}.pub"))
+  }]
 }
 
 resource "openstack_networking_port_v2" "node" {
@@ -114,8 +118,8 @@ resource "openstack_compute_instance_v2" "node" {
   }
   user_data = templatefile("${path.module}/templates/cloud-init.yaml.tftpl", {
     hostname        = local.nodes[count.index].hostname
-    host_key        = tls_private_key.host[count.index].private_key_openssh
-    host_public_key = tls_private_key.host[count.index].public_key_openssh
+    host_key        = local.host_keys[count.index].private
+    host_public_key = local.host_keys[count.index].public
   })
 
   network {
@@ -123,7 +127,10 @@ resource "openstack_compute_instance_v2" "node" {
   }
 }
 
+# The share's volume; with size_gb = 0 (a cloud without Cinder) there is
+# none and the share lives on the first node's own disk.
 resource "openstack_blockstorage_volume_v3" "shared" {
+  count             = var.shared_storage.size_gb > 0 ? 1 : 0
   name              = "${var.run_id}-shared"
   size              = var.shared_storage.size_gb
   volume_type       = var.volume_type
@@ -134,8 +141,9 @@ resource "openstack_blockstorage_volume_v3" "shared" {
 }
 
 resource "openstack_compute_volume_attach_v2" "shared" {
+  count       = length(openstack_blockstorage_volume_v3.shared)
   instance_id = openstack_compute_instance_v2.node[0].id
-  volume_id   = openstack_blockstorage_volume_v3.shared.id
+  volume_id   = openstack_blockstorage_volume_v3.shared[0].id
 }
 
 resource "openstack_networking_floatingip_v2" "bastion" {
@@ -148,13 +156,4 @@ resource "openstack_networking_floatingip_associate_v2" "bastion" {
   floating_ip = openstack_networking_floatingip_v2.bastion.address
   port_id     = openstack_networking_port_v2.node[0].id
   depends_on  = [openstack_networking_router_interface_v2.cluster]
-}
-
-resource "local_file" "known_hosts" {
-  filename        = var.ssh_known_hosts_file
-  file_permission = "0644"
-  content = join("", concat(
-    [for i, n in local.nodes : "${n.address} ${trimspace(tls_private_key.host[i].public_key_openssh)}\n"],
-    ["${openstack_networking_floatingip_v2.bastion.address} ${trimspace(tls_private_key.host[0].public_key_openssh)}\n"],
-  ))
 }

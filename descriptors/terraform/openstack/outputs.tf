@@ -42,8 +42,16 @@ output "ssh_private_key_file" {
 }
 
 output "ssh_known_hosts_file" {
-  description = "known_hosts with every node's host key (strict host key checking from the controller)."
-  value       = local_file.known_hosts.filename
+  description = "Where the controller keeps known_hosts: the caller writes the known_hosts output there (terraform output -raw known_hosts > FILE)."
+  value       = var.ssh_known_hosts_file
+}
+
+output "known_hosts" {
+  description = "known_hosts lines for every node's fixed IP and the bastion's floating IP, from the host keys in ssh_host_keys_dir."
+  value = join("", concat(
+    [for i, n in local.nodes : "${n.address} ${local.host_keys[i].public}\n"],
+    ["${openstack_networking_floatingip_v2.bastion.address} ${local.host_keys[0].public}\n"],
+  ))
 }
 
 output "ssh_bastion" {
@@ -75,8 +83,10 @@ locals {
     export         = var.shared_storage.export
     mount_point    = var.shared_storage.mount_point
     type           = "nfs"
-    # virtio disks appear under the first 20 characters of the volume id.
-    device = "/dev/disk/by-id/virtio-${substr(openstack_blockstorage_volume_v3.shared.id, 0, 20)}"
+    # virtio disks appear under the first 20 characters of the volume id;
+    # without a volume the share is a folder on the first node's disk.
+    device = (length(openstack_blockstorage_volume_v3.shared) > 0
+    ? "/dev/disk/by-id/virtio-${substr(openstack_blockstorage_volume_v3.shared[0].id, 0, 20)}" : "")
   }
 }
 
@@ -88,7 +98,7 @@ output "ansible_inventory" {
         ansible_user                 = var.ssh_user
         ansible_ssh_private_key_file = var.ssh_private_key_file
         ansible_ssh_common_args = join(" ", [
-          "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${local_file.known_hosts.filename}",
+          "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${var.ssh_known_hosts_file}",
           "-o ProxyJump=${var.ssh_user}@${openstack_networking_floatingip_v2.bastion.address}",
         ])
         ansible_python_interpreter = "/usr/bin/python3"

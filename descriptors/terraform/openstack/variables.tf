@@ -108,12 +108,21 @@ variable "ssh_private_key_file" {
 }
 
 variable "ssh_known_hosts_file" {
-  description = "File this module writes with every node's SSH host key (keys are made here and injected by cloud-init)."
+  description = "Where the controller keeps known_hosts (passed through to the cluster contract); write the known_hosts output there after apply."
   type        = string
 }
 
+variable "ssh_host_keys_dir" {
+  description = "Folder with every node's SSH host key pair, <hostname> and <hostname>.pub (node1, node2, ...), made beforehand with: ssh-keygen -q -t ed25519 -N '' -f DIR/node1."
+  type        = string
+  validation {
+    condition     = fileexists("${var.ssh_host_keys_dir}/node1") && fileexists("${var.ssh_host_keys_dir}/node1.pub")
+    error_message = "ssh_host_keys_dir must hold node1 and node1.pub (and one pair per further node): ssh-keygen -q -t ed25519 -N '' -f DIR/node1."
+  }
+}
+
 variable "shared_storage" {
-  description = "NFS share: a volume attached to the first node and exported to the cluster subnet."
+  description = "NFS share exported to the cluster subnet: a volume of size_gb attached to the first node, or with size_gb = 0 (a cloud without Cinder) a folder on the first node's disk."
   type = object({
     export      = string
     mount_point = string
@@ -126,8 +135,8 @@ variable "shared_storage" {
   }
   validation {
     condition = (startswith(var.shared_storage.export, "/") && startswith(var.shared_storage.mount_point, "/")
-    && var.shared_storage.size_gb >= 1 && var.shared_storage.size_gb <= 16384)
-    error_message = "shared_storage paths must be absolute and size_gb from 1 to 16384."
+    && var.shared_storage.size_gb >= 0 && var.shared_storage.size_gb <= 16384)
+    error_message = "shared_storage paths must be absolute and size_gb from 0 (no volume) to 16384."
   }
 }
 
