@@ -1,7 +1,7 @@
-"""OpenStack target: connection preflight, throwaway project lifecycle,
-quota preflight, resource baseline and leak check, and the janitor; the
-node operations of the availability properties are in
-:mod:`refarch.clouds.openstack_nodes`.
+"""OpenStack target: connection preflight, quota preflight, resource
+baseline and leak check, and the janitor; the throwaway project is
+:mod:`refarch.clouds.openstack_project`, the node operations of the
+availability properties :mod:`refarch.clouds.openstack_nodes`.
 
 Everything goes through openstacksdk (clouds.yaml / ``OS_CLOUD``).  The
 functions take a ``Connection`` (or anything with the same ``compute``,
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ..errors import PreflightError, RefarchError
-from ..paths import write_private
+from ..errors import PreflightError
 
 #: Resource kinds the baseline, the leak check and the janitor cover, in the
 #: order they must be deleted (dependents first).
@@ -29,8 +26,15 @@ KINDS = ("servers", "floating_ips", "routers", "ports", "subnets", "networks",
          "security_groups", "volumes", "keypairs")
 
 
+def has_block_storage(conn) -> bool:
+    """Whether the cloud's catalog has Cinder (an all-in-one without it, or a
+    connection stand-in without ``has_service``: taken as having it)."""
+    has = getattr(conn, "has_service", None)
+    return True if has is None else bool(has("block-storage"))
+
+
 def _listers(conn) -> dict[str, Callable[[], Iterable[Any]]]:
-    return {
+    listers = {
         "servers": lambda: conn.compute.servers(),
         "floating_ips": lambda: conn.network.ips(),
         "routers": lambda: conn.network.routers(),
@@ -41,6 +45,9 @@ def _listers(conn) -> dict[str, Callable[[], Iterable[Any]]]:
         "volumes": lambda: conn.block_storage.volumes(),
         "keypairs": lambda: conn.compute.keypairs(),
     }
+    if not has_block_storage(conn):
+        del listers["volumes"]
+    return listers
 
 
 # Connection ---------------------------------------------------------------------
@@ -101,8 +108,10 @@ class Need:
     def for_cluster(cls, node_count: int, vcpus: int, ram_mb: int, volume_gb: int) -> Need:
         # Security groups: the cluster's, and the one without rules that cuts
         # a node off in the availability measurement (failure mode partition).
+        # No volume where the share lives on the first node's disk (size 0).
         return cls(instances=node_count, cores=node_count * vcpus, ram_mb=node_count * ram_mb,
-                   gigabytes=volume_gb, ports=node_count + 2, security_groups=2)
+                   volumes=1 if volume_gb > 0 else 0, gigabytes=volume_gb, ports=node_count + 2,
+                   security_groups=2)
 
 
 def _limit_used(value) -> tuple[int, int]:
@@ -124,6 +133,8 @@ def collect_quotas(conn, project_id: str) -> dict[str, tuple[int, int]]:
     for name, attr in (("floating_ips", "floating_ips"), ("security_groups", "security_groups"),
                        ("networks", "networks"), ("routers", "routers"), ("ports", "ports")):
         quotas[name] = _limit_used(getattr(net, attr))
+    if not has_block_storage(conn):
+        return quotas
     volume = conn.block_storage.get_quota_set(project_id, usage=True)
     vusage = getattr(volume, "usage", None) or {}
     quotas["volumes"] = (int(volume.volumes), int(vusage.get("volumes", 0)))
@@ -196,11 +207,40 @@ def _belongs(res, prefix: str) -> bool:
 
 @dataclass
 class JanitorReport:
-    """What the janitor selected (in deletion order), deleted and failed on."""
+    """What the janitor selected (in deletion order), deleted and failed on,
+    and what it waited for: ``waits`` holds one line per wait, e.g. the
+    servers' asynchronous deletes or a 409 while a resource was still in use
+    (``"networks hvd-x-net (id): 409 Conflict ... (retried 3 times, 4.1 s)"``)."""
 
     selected: list[tuple[str, str]] = field(default_factory=list)
     deleted: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str, str]] = field(default_factory=list)
+    waits: list[str] = field(default_factory=list)
+
+
+def _in_use(exc: Exception) -> bool:
+    """A refusal that passes once a dependent is gone: Neutron's and Nova's
+    409 Conflict ("in use", "one or more ports"), openstacksdk's
+    ConflictException."""
+    try:
+        from openstack import exceptions as sdk_exc
+    except ImportError:  # pragma: no cover - openstacksdk is a dependency
+        return False
+    return isinstance(exc, sdk_exc.ConflictException)
+
+
+def _wait_servers_gone(conn, servers: list, wait_s: float, report: JanitorReport) -> None:
+    """Nova deletes servers asynchronously: wait until each is gone (its
+    ports, and with them the network and security group, are in use till
+    then); a server still there after ``wait_s`` seconds is reported."""
+    start = time.monotonic()
+    for res in servers:
+        try:
+            conn.compute.wait_for_delete(res, interval=1, wait=max(1, int(wait_s - (time.monotonic() - start))))
+        except Exception as exc:  # noqa: BLE001 - any API error is reported
+            report.failed.append(("servers", _describe(res), f"still there after the delete: {str(exc).splitlines()[0]}"))
+    if servers:
+        report.waits.append(f"servers: {len(servers)} asynchronous deletes took {time.monotonic() - start:.1f} s")
 
 
 def _deleters(conn) -> dict[str, Callable[[Any], None]]:
@@ -224,12 +264,15 @@ def _deleters(conn) -> dict[str, Callable[[Any], None]]:
 
 
 def janitor(conn, prefix: str, older_than: dt.timedelta, dry_run: bool = True,
-            now: dt.datetime | None = None, retries: int = 1) -> JanitorReport:
+            now: dt.datetime | None = None, retries: int = 1, wait_s: float = 300) -> JanitorReport:
     """Delete run-scoped resources whose name, tag or metadata starts with
     ``prefix`` and that are older than ``older_than``, in dependency order
     (:data:`KINDS`).  A resource without a creation time is taken as old
     (keypairs on older APIs).  With ``dry_run`` (the default) nothing is
-    deleted.  A failed delete is retried ``retries`` times, then reported.
+    deleted.  A failed delete is retried ``retries`` times, then reported;
+    one refused because a dependent still holds it (409, :func:`_in_use`)
+    is retried every 2 s until ``wait_s`` seconds have passed.  After the
+    servers' deletes it waits for Nova to finish them (``wait_for_delete``).
 
     Port deletion skips ports owned by servers and router interfaces (they
     go with their owner).  The same filtering, with openstacksdk's own
@@ -238,7 +281,11 @@ def janitor(conn, prefix: str, older_than: dt.timedelta, dry_run: bool = True,
     now = now or dt.datetime.now(dt.timezone.utc)
     report = JanitorReport()
     listers, deleters = _listers(conn), _deleters(conn)
+    deadline = time.monotonic() + wait_s
     for kind in KINDS:
+        if kind not in listers:
+            continue
+        deleted_servers = []
         for res in listers[kind]():
             if not _belongs(res, prefix):
                 continue
@@ -250,90 +297,33 @@ def janitor(conn, prefix: str, older_than: dt.timedelta, dry_run: bool = True,
             report.selected.append((kind, _describe(res)))
             if dry_run:
                 continue
-            for attempt in range(retries + 1):
-                try:
-                    deleters[kind](res)
-                    report.deleted.append((kind, _describe(res)))
-                    break
-                except Exception as exc:  # noqa: BLE001 - any API error is reported
-                    if attempt == retries:
-                        report.failed.append((kind, _describe(res), str(exc).splitlines()[0]))
+            if _delete(kind, res, deleters[kind], retries, deadline, report) and kind == "servers":
+                deleted_servers.append(res)
+        _wait_servers_gone(conn, deleted_servers, max(1.0, deadline - time.monotonic()), report)
     return report
 
 
-def cleanup_project(conn, dry_run: bool = True, created_before: dt.datetime | None = None) -> list[str]:
-    """openstacksdk's ``project_cleanup`` over the connection's project (used
-    for a throwaway project before it is deleted); returns the resources it
-    listed, as ``"Type name (id)"``."""
-    import queue
-
-    status: queue.Queue = queue.Queue()
-    filters = {"created_at": created_before.strftime("%Y-%m-%dT%H:%M:%S")} if created_before else None
-    conn.project_cleanup(dry_run=dry_run, status_queue=status, filters=filters, wait_timeout=600)
-    listed = []
-    while not status.empty():
-        res = status.get_nowait()
-        listed.append(f"{type(res).__name__} {_describe(res)}")
-    return listed
-
-
-# Throwaway project --------------------------------------------------------------
-@dataclass
-class ThrowawayProject:
-    """A project made for one run: the CI user gets ``role`` on it and an
-    application credential that Terraform uses (written as a clouds.yaml
-    entry in the run directory, mode 0600)."""
-
-    project_id: str
-    name: str
-    credential_id: str
-    clouds_yaml: Path
-    cloud_name: str
-
-    @classmethod
-    def create(cls, admin_conn, user_conn_factory: Callable[[str], Any], run_id: str, domain: str,
-               ci_user: str, role: str, rundir: Path, auth_url: str, region: str | None = None) -> ThrowawayProject:
-        """Create project ``run_id``, grant ``ci_user`` ``role`` on it, and make
-        an application credential for it as that user.
-
-        ``user_conn_factory(project_id)`` returns the CI user's connection
-        scoped to the new project.
-
-        Raises:
-            RefarchError: the user or role is unknown.
-        """
-        ident = admin_conn.identity
-        dom = ident.find_domain(domain, ignore_missing=False)
-        project = ident.create_project(name=run_id, domain_id=dom.id,
-                                       description=f"refarch throwaway project of run {run_id}",
-                                       tags=["refarch", f"refarch-run:{run_id}"])
-        user = ident.find_user(ci_user, domain_id=dom.id)
-        role_obj = ident.find_role(role)
-        if user is None or role_obj is None:
-            ident.delete_project(project, ignore_missing=True)
-            raise RefarchError(f"throwaway project: unknown {'user ' + ci_user if user is None else 'role ' + role}")
-        ident.assign_project_role_to_user(project, user, role_obj)
-        user_conn = user_conn_factory(project.id)
-        cred = user_conn.identity.create_application_credential(
-            user=user.id, name=f"{run_id}-terraform", description=f"Terraform of run {run_id}")
-        cloud_name = f"refarch-{run_id}"
-        entry = {"auth_type": "v3applicationcredential",
-                 "auth": {"auth_url": auth_url, "application_credential_id": cred.id,
-                          "application_credential_secret": cred.secret}}
-        if region:
-            entry["region_name"] = region
-        clouds_yaml = rundir / "clouds.yaml"
-        write_private(clouds_yaml, yaml.safe_dump({"clouds": {cloud_name: entry}}))
-        return cls(project.id, run_id, cred.id, clouds_yaml, cloud_name)
-
-    def delete(self, admin_conn, user_conn) -> list[str]:
-        """Clean the project with ``project_cleanup``, delete the credential
-        and the project; returns what the cleanup removed."""
-        removed = cleanup_project(user_conn, dry_run=False)
+def _delete(kind: str, res, deleter: Callable[[Any], None], retries: int, deadline: float,
+            report: JanitorReport) -> bool:
+    """One resource's delete with the janitor's retries; True when it went."""
+    attempt, conflicts, first, start = 0, 0, "", time.monotonic()
+    while True:
         try:
-            user_conn.identity.delete_application_credential(
-                user_conn.current_user_id, self.credential_id, ignore_missing=True)
-        finally:
-            admin_conn.identity.delete_project(self.project_id, ignore_missing=True)
-            self.clouds_yaml.unlink(missing_ok=True)
-        return removed
+            deleter(res)
+        except Exception as exc:  # noqa: BLE001 - any API error is reported
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if _in_use(exc) and time.monotonic() < deadline:
+                conflicts += 1
+                first = first or text
+                time.sleep(2)
+                continue
+            if attempt < retries and not _in_use(exc):
+                attempt += 1
+                continue
+            report.failed.append((kind, _describe(res), text))
+            return False
+        if conflicts:
+            report.waits.append(f"{kind} {_describe(res)}: {first} (retried {conflicts} times, "
+                                f"{time.monotonic() - start:.1f} s)")
+        report.deleted.append((kind, _describe(res)))
+        return True

@@ -70,7 +70,9 @@ class OpenStackCloud:
             meta = cluster.rundir.read_meta()
             project = meta.get("project")
             if settings.project_mode == "throwaway" and "project" not in meta:
-                tp = ostk.ThrowawayProject.create(
+                from . import openstack_project as osproject
+
+                tp = osproject.ThrowawayProject.create(
                     conn, lambda pid: conn.connect_as_project(pid), cluster.run_id, settings.domain,
                     settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
                 project = {"id": tp.project_id, "credential_id": tp.credential_id,
@@ -203,7 +205,9 @@ class OpenStackCloud:
         if not project:
             return
         admin = ostk.connect(cluster.profile.openstack.cloud)
-        tp = ostk.ThrowawayProject(project["id"], cluster.run_id, project["credential_id"],
+        from . import openstack_project as osproject
+
+        tp = osproject.ThrowawayProject(project["id"], cluster.run_id, project["credential_id"],
                                    Path(project["clouds_yaml"]), project["cloud"])
         tp.delete(admin, self.conn(cluster))
 

@@ -20,6 +20,7 @@ from openstack.test import fakes
 
 from refarch.clouds import openstack as ostk
 from refarch.clouds import openstack_nodes as osnodes
+from refarch.clouds import openstack_project as osproject
 from refarch.errors import PreflightError, RefarchError
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.timezone.utc)
@@ -197,7 +198,7 @@ def test_throwaway_project_lifecycle(tmp_path):
     user_conn.identity.create_application_credential.return_value = cred
     scoped = []
 
-    tp = ostk.ThrowawayProject.create(admin, lambda pid: scoped.append(pid) or user_conn, "hvd-ci-abc123",
+    tp = osproject.ThrowawayProject.create(admin, lambda pid: scoped.append(pid) or user_conn, "hvd-ci-abc123",
                                       "Default", "ci-bot", "member", tmp_path, "https://keystone.example:5000/v3")
     assert scoped == [proj.id] and tp.project_id == proj.id
     admin.identity.assign_project_role_to_user.assert_called_once_with(proj, ci_user, member)
@@ -218,7 +219,7 @@ def test_throwaway_project_with_unknown_user_is_rolled_back(tmp_path):
     admin.identity.find_user.side_effect = None
     admin.identity.find_user.return_value = None
     with pytest.raises(RefarchError, match="unknown user ci-bot"):
-        ostk.ThrowawayProject.create(admin, lambda pid: None, "hvd-ci-abc123", "Default", "ci-bot", "member",
+        osproject.ThrowawayProject.create(admin, lambda pid: None, "hvd-ci-abc123", "Default", "ci-bot", "member",
                                      tmp_path, "https://keystone.example:5000/v3")
     admin.identity.delete_project.assert_called_once()
 

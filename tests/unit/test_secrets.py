@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from openstack.identity.v3 import application_credential, domain, project, role, user
 
-from refarch.clouds import openstack as ostk
+from refarch.clouds import openstack_project as osproject
 from refarch.judge import results as results_mod
 from refarch.paths import ROOT
 from refarch.run import RunDir
@@ -69,7 +69,7 @@ def test_application_credential_secret_stays_in_clouds_yaml(rundir, capsys, capl
     user_conn.identity.create_application_credential.side_effect = None
     user_conn.identity.create_application_credential.return_value = res(
         application_credential.ApplicationCredential, secret=CANARY)
-    tp = ostk.ThrowawayProject.create(admin, lambda pid: user_conn, rundir.run_id, "Default", "ci-bot", "member",
+    tp = osproject.ThrowawayProject.create(admin, lambda pid: user_conn, rundir.run_id, "Default", "ci-bot", "member",
                                       rundir.path, "https://keystone.example:5000/v3")
     rundir.update_meta(project={"id": tp.project_id, "credential_id": tp.credential_id,
                                 "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name})
