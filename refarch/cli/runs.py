@@ -195,6 +195,8 @@ def janitor(args) -> int:
         print(f"{verb} {kind:<16} {name}")
     for kind, name, why in report.failed:
         print(f"FAILED {kind:<16} {name}: {why}")
+    for line in report.waits:
+        print(f"waited: {line}")
     if not report.selected:
         print(f"nothing matches prefix {args.prefix!r} older than {args.older_than}")
     return 1 if report.failed else 0

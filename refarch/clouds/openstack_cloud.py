@@ -178,7 +178,7 @@ class OpenStackCloud:
 
         report = ostk.janitor(self.conn(cluster), cluster.run_id, dt.timedelta(0), dry_run=False)
         with open(log, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed}) + "\n")
+            fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed, "waits": report.waits}) + "\n")
         swept: dict[str, list[str]] = {}
         for kind, name in report.deleted:
             swept.setdefault(kind, []).append(name)

@@ -359,3 +359,30 @@ def test_a_server_without_ports_cannot_be_cut_off():
     conn.compute.find_server.return_value = res(server_mod.Server, id="srv-1", name="hvd-ci-abcdef-node2")
     with pytest.raises(RefarchError, match="server hvd-ci-abcdef-node2 has no port to cut off"):
         osnodes.partition(conn, "hvd-ci-abcdef-node2", "hvd-ci-abcdef")
+
+
+def test_janitor_waits_for_the_servers_and_retries_a_resource_still_in_use(monkeypatch):
+    """A real Neutron refuses to delete a network while the deleted server's
+    port is still there (409): the janitor waits for Nova's asynchronous
+    delete, retries the conflict and says what it waited for."""
+    from openstack import exceptions
+
+    monkeypatch.setattr(ostk.time, "sleep", lambda s: None)
+    conn = fake_conn()
+    items = populate_run(conn)
+    refusals = iter([exceptions.ConflictException("Unable to complete operation on network x. There are one or "
+                                                  "more ports still in use on the network.")] * 2)
+
+    def delete_network(r, **kw):
+        exc = next(refusals, None)
+        if exc:
+            raise exc
+
+    conn.network.delete_network.side_effect = delete_network
+    report = ostk.janitor(conn, "hvd-ci-", dt.timedelta(hours=2), dry_run=False, now=NOW)
+    conn.compute.wait_for_delete.assert_called_once()
+    assert conn.compute.wait_for_delete.call_args.args[0] is items["server"]
+    assert report.failed == [] and ("networks", f"{items['net'].name} ({items['net'].id})") in report.deleted
+    assert any(w.startswith(f"networks {items['net'].name}") and "ports still in use" in w and "retried 2 times" in w
+               for w in report.waits), report.waits
+    assert report.waits[0].startswith("servers: 1 asynchronous deletes took")
