@@ -20,9 +20,20 @@ def set_power(conn, server_name: str, on: bool, timeout_s: int = 600) -> None:
         RefarchError: no such server, or it did not reach the state within
             ``timeout_s`` seconds (the message names the server and state).
     """
+    from openstack import exceptions
+
+    want = "ACTIVE" if on else "SHUTOFF"
     server = _server(conn, server_name)
-    (conn.compute.start_server if on else conn.compute.stop_server)(server)
-    _wait(conn, server, server_name, "ACTIVE" if on else "SHUTOFF", timeout_s)
+    try:
+        (conn.compute.start_server if on else conn.compute.stop_server)(server)
+    except exceptions.ConflictException as exc:
+        # Nova refuses to stop a stopped server (409 "Cannot 'stop' instance
+        # ... while it is in vm_state stopped"): already there is done.
+        status = conn.compute.get_server(server).status
+        if status != want:
+            raise RefarchError(f"server {server_name} is {status}; Nova refused to make it {want}: "
+                               f"{str(exc).splitlines()[0]}") from None
+    _wait(conn, server, server_name, want, timeout_s)
 
 
 def node_state(conn, server_name: str) -> str:
