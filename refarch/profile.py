@@ -268,6 +268,11 @@ class OpenStackSettings(_Strict):
     project_mode: Literal["shared", "throwaway"] = "shared"
     domain: str = "Default"
     ci_user: str | None = None
+    #: clouds.yaml entry of ``ci_user`` (its own credentials): the throwaway
+    #: project's application credential is made as that user, since
+    #: Keystone lets only a user make their own; None: the admin entry acts
+    #: in the new project (where the cloud's policy allows it).
+    ci_cloud: str | None = None
     role: str = "member"
     image_name: str
     flavor_name: str

@@ -12,7 +12,6 @@ them with ``openstack.test.fakes`` proxies.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -51,8 +50,12 @@ def _listers(conn) -> dict[str, Callable[[], Iterable[Any]]]:
 
 
 # Connection ---------------------------------------------------------------------
-def connect(cloud: str, config_file: str | None = None):
-    """An authenticated openstacksdk Connection for clouds.yaml entry ``cloud``.
+def connect(cloud: str, config_file: str | None = None, project_id: str | None = None):
+    """An authenticated openstacksdk Connection for clouds.yaml entry
+    ``cloud``: from ``config_file`` when given (the process's environment is
+    left as it is: other entries stay reachable), else from where
+    openstacksdk looks (``OS_CLIENT_CONFIG_FILE``, ~/.config/openstack);
+    scoped to ``project_id`` instead of the entry's project when given.
 
     Raises:
         PreflightError: openstacksdk is missing, the entry is not in any
@@ -66,10 +69,21 @@ def connect(cloud: str, config_file: str | None = None):
         from openstack.config import exceptions as cfg_exc
     except ImportError:
         raise PreflightError("openstacksdk is not installed: pip install -e '.[openstack]'") from None
-    if config_file:
-        os.environ["OS_CLIENT_CONFIG_FILE"] = config_file
     try:
-        conn = openstack.connect(cloud=cloud)
+        from openstack import config as os_config
+        from openstack import connection
+
+        files = [config_file] if config_file else None
+        region = os_config.OpenStackConfig(config_files=files).get_one(cloud=cloud)
+        if project_id:
+            # The entry's user, scoped to another project.
+            auth = {k: v for k, v in region.auth.items() if not k.startswith("project_")}
+            conn = openstack.connect(load_yaml_config=False, load_envvars=False,
+                                     auth_type=region.config.get("auth_type") or "password",
+                                     auth={**auth, "project_id": project_id}, region_name=region.region_name,
+                                     interface=region.config.get("interface") or "public")
+        else:
+            conn = connection.Connection(config=region)
         conn.authorize()
     except cfg_exc.OpenStackConfigException as exc:
         raise PreflightError(f"clouds.yaml: {exc} (set OS_CLIENT_CONFIG_FILE or put it in ~/.config/openstack)") from None

@@ -72,8 +72,13 @@ class OpenStackCloud:
             if settings.project_mode == "throwaway" and "project" not in meta:
                 from . import openstack_project as osproject
 
+                def as_ci_user(pid: str):
+                    if settings.ci_cloud:
+                        return ostk.connect(settings.ci_cloud, project_id=pid)
+                    return conn.connect_as_project(pid)
+
                 tp = osproject.ThrowawayProject.create(
-                    conn, lambda pid: conn.connect_as_project(pid), cluster.run_id, settings.domain,
+                    conn, as_ci_user, cluster.run_id, settings.domain,
                     settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
                 project = {"id": tp.project_id, "credential_id": tp.credential_id,
                            "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name}

@@ -67,7 +67,7 @@ def test_a_quota_below_the_need_stops_the_run_before_anything_is_made(aio):
     admin, conn = _conn(aio_mod.ADMIN_CLOUD), _conn()
     project = conn.current_project_id
     before = ostk.baseline(conn)
-    admin.compute.update_quota_set(project, instances=1)
+    admin.set_compute_quotas(project, instances=1)
     try:
         cluster = Cluster.create(PROFILE)
         with pytest.raises(PreflightError, match=r"^quota too small for this cluster: instances: need 2, 1 of 1 free$"):
@@ -75,7 +75,7 @@ def test_a_quota_below_the_need_stops_the_run_before_anything_is_made(aio):
         assert not (cluster.rundir.terraform_dir / "terraform.tfstate").exists()
         assert ostk.leaks(conn, before) == {}
     finally:
-        admin.compute.update_quota_set(project, instances=10)
+        admin.set_compute_quotas(project, instances=10)
 
 
 def test_the_module_applies_with_the_real_provider_as_planned(aio, request):
