@@ -33,6 +33,12 @@ NO_NODE_CHECKS = ("node checks: not run on openstack-aio: Nova's fake driver mak
                   "(nothing to SSH into); they run on the local cloud (tox -e integration) and on a real cloud")
 
 
+#: Seconds of each part, said at the end of the run; the host's listening
+#: sockets before the all-in-one started.
+TIMINGS: dict[str, float | None] = {}
+LISTENING_BEFORE: set[str] = set()
+
+
 def _listening() -> set[str]:
     out = subprocess.run(["ss", "-Htln"], capture_output=True, text=True, check=True).stdout
     return {line.split()[3] for line in out.splitlines() if len(line.split()) > 3}
@@ -46,8 +52,8 @@ def aio(request):
     started = time.monotonic()
     a = aio_mod.start(load_profile(PROFILE))
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(a.clouds_yaml)
-    a.timings = {"start_s": round(time.monotonic() - started, 1)}  # type: ignore[attr-defined]
-    a.listening_before = before  # type: ignore[attr-defined]
+    TIMINGS.update(start_s=round(time.monotonic() - started, 1), ready_s=a.ready_s)
+    LISTENING_BEFORE.update(before)
     yield a
     os.environ.pop("OS_CLIENT_CONFIG_FILE", None)
     aio_mod.stop(a)
@@ -111,9 +117,9 @@ def test_the_module_applies_with_the_real_provider_as_planned(aio, request):
         _say(request, NO_NODE_CHECKS)
     finally:
         report = cluster.destroy()
-        aio.timings.update(deploy_s=cluster.phases().get("deploy"), teardown_s=cluster.phases().get("teardown"))
+        TIMINGS.update(deploy_s=cluster.phases().get("deploy"), teardown_s=cluster.phases().get("teardown"))
     assert report["leaks"] == {} and report["state"] == []
-    _say(request, f"apply and destroy of the real module: {aio.timings}")
+    _say(request, f"apply and destroy of the real module: {TIMINGS}")
 
 
 def test_the_node_operations_meet_novas_state_transitions(aio):
@@ -180,6 +186,6 @@ def test_stopping_the_all_in_one_leaves_nothing(aio, request):
 
     found = localcloud.run_resources(aio.run_id)
     assert not found["containers"] and not found["networks"], found
-    new = _listening() - aio.listening_before
+    new = _listening() - LISTENING_BEFORE
     assert not new, f"listening on the host after the all-in-one stopped: {sorted(new)}"
     _say(request, f"stopped {aio.run_id}: no container, network or listening port left")

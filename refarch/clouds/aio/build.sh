@@ -52,10 +52,17 @@ in_root chgrp glance /etc/glance/glance-api.conf
 in_root chgrp placement /etc/placement/placement.conf
 in_root chgrp nova /etc/nova/nova.conf
 in_root chgrp neutron /etc/neutron/neutron.conf /etc/neutron/plugins/ml2/ml2_conf.ini
-# One uwsgi process per API; no AppArmor in a container.
-for ini in /etc/keystone/keystone-uwsgi.ini /etc/placement/placement-api-uwsgi.ini \
-           /etc/nova/nova-api-uwsgi.ini /etc/neutron/neutron-api-uwsgi.ini; do
+# Few uwsgi workers per API; no AppArmor in a container.  keystone and
+# placement take threads; nova-api and neutron-api use eventlet, whose
+# greenlets cannot switch between uwsgi threads ("greenlet.error: cannot
+# switch to a different thread": Terraform's second concurrent server
+# create hung): two single-threaded processes each.
+for ini in /etc/keystone/keystone-uwsgi.ini /etc/placement/placement-api-uwsgi.ini; do
     sed -i -e 's/^processes *=.*/processes = 1/' -e 's/^threads *=.*/threads = 8/' \
+           -e 's/^plugins *=.*/plugins = python3/' -e '/^apparmor-profile/d' "$ROOT$ini"
+done
+for ini in /etc/nova/nova-api-uwsgi.ini /etc/neutron/neutron-api-uwsgi.ini; do
+    sed -i -e 's/^processes *=.*/processes = 2/' -e 's/^threads *=.*/threads = 1/' \
            -e 's/^plugins *=.*/plugins = python3/' -e '/^apparmor-profile/d' "$ROOT$ini"
 done
 install -m 644 "$HERE/ml2/refarch_aio_ml2.py" "$ROOT/usr/lib/python3/dist-packages/refarch_aio_ml2.py"
