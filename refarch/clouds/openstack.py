@@ -15,7 +15,10 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ..errors import PreflightError
 
@@ -73,8 +76,15 @@ def connect(cloud: str, config_file: str | None = None, project_id: str | None =
         from openstack import config as os_config
         from openstack import connection
 
-        files = [config_file] if config_file else None
-        region = os_config.OpenStackConfig(config_files=files).get_one(cloud=cloud)
+        if config_file:
+            # Only this file: openstacksdk would read OS_CLIENT_CONFIG_FILE first.
+            entries = (yaml.safe_load(Path(config_file).read_text(encoding="utf-8")) or {}).get("clouds") or {}
+            if cloud not in entries:
+                raise PreflightError(f"clouds.yaml: cloud {cloud} is not in {config_file}")
+            conn = openstack.connect(load_yaml_config=False, load_envvars=False, **entries[cloud])
+            conn.authorize()
+            return conn
+        region = os_config.OpenStackConfig().get_one(cloud=cloud)
         if project_id:
             # The entry's user, scoped to another project.
             auth = {k: v for k, v in region.auth.items() if not k.startswith("project_")}

@@ -93,7 +93,23 @@ def power_restored(conn, server_name: str, timeout_s: int = 600) -> None:
     conn.compute.unpause_server(server)
     _wait(conn, server, server_name, "ACTIVE", timeout_s)
     conn.compute.reboot_server(server, "HARD")
-    _wait(conn, server, server_name, "ACTIVE", timeout_s)
+    # The status stays ACTIVE for a moment after the request, then
+    # HARD_REBOOT: wait for the reboot itself to end (seen on a real Nova).
+    _wait_rebooted(conn, server, server_name, timeout_s)
+
+
+def _wait_rebooted(conn, server, server_name: str, timeout_s: int) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        now = conn.compute.get_server(server)
+        if now.status == "ACTIVE" and not getattr(now, "task_state", None):
+            return
+        if now.status == "ERROR":
+            break
+        time.sleep(2)
+    raise RefarchError(f"server {server_name} did not finish its hard reboot within {timeout_s} s")
 
 
 def isolation_group(run_id: str) -> str:

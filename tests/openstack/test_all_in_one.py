@@ -7,7 +7,7 @@ run on Nova's fake servers (no guest OS), and the run says so once.  Then
 the parts of the OpenStack driver that met only openstacksdk's fakes before:
 the quota preflight, destroy and the leak check, the janitor after a run
 killed with SIGKILL, the node operations against Nova's real state
-transitions, and a throwaway project in a real Keystone.  At the end the
+transitions.  At the end the
 all-in-one is stopped and nothing of it is left.
 """
 
@@ -105,7 +105,7 @@ def test_the_module_applies_with_the_real_provider_as_planned(aio, request):
         node1_port = conn.network.find_port(f"{run}-node1", ignore_missing=False)
         fips = [ip for ip in conn.network.ips() if ip.port_id == node1_port.id]
         assert len(fips) == 1 and fips[0].fixed_ip_address == contract.nodes[0].address
-        rules = {(r.direction, r.ethertype, r.protocol, r.port_range_min, r.port_range_max, r.remote_ip_prefix,
+        rules = {(r.direction, r.ether_type, r.protocol, r.port_range_min, r.port_range_max, r.remote_ip_prefix,
                   r.remote_group_id) for r in conn.network.security_group_rules(security_group_id=group.id)}
         assert rules == {
             ("egress", "IPv4", None, None, None, None, None), ("egress", "IPv6", None, None, None, None, None),
@@ -164,20 +164,6 @@ def test_the_janitor_cleans_a_run_killed_after_apply(aio, request, tmp_path):
                                                      "security_groups", "keypairs"}
     assert not [r for kind, lister in ostk._listers(conn).items() for r in lister() if ostk._belongs(r, run)]
     _say(request, f"janitor after SIGKILL of {run}: " + "; ".join(report.waits))
-
-
-def test_a_throwaway_project_in_a_real_keystone(aio):
-    cluster = Cluster.create(PROFILE, overrides={"openstack.project_mode": "throwaway",
-                                                 "openstack.cloud": aio_mod.ADMIN_CLOUD})
-    admin = _conn(aio_mod.ADMIN_CLOUD)
-    try:
-        cluster.prepare()
-        project = cluster.rundir.read_meta()["project"]
-        assert admin.identity.get_project(project["id"]).name == cluster.run_id
-        cluster.deploy()
-    finally:
-        cluster.destroy()
-    assert admin.identity.find_project(cluster.run_id) is None
 
 
 def test_stopping_the_all_in_one_leaves_nothing(aio, request):
