@@ -9,6 +9,8 @@ proxies), so the tests drive them with ``openstack.test.fakes`` proxies.
 
 from __future__ import annotations
 
+import time
+
 from ..errors import RefarchError
 
 
@@ -99,8 +101,11 @@ def power_restored(conn, server_name: str, timeout_s: int = 600) -> None:
 
 
 def _wait_rebooted(conn, server, server_name: str, timeout_s: int) -> None:
-    import time
+    """Until Nova reads the server back ACTIVE with no task left.
 
+    Raises:
+        RefarchError: ERROR, or still rebooting after ``timeout_s`` seconds.
+    """
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         now = conn.compute.get_server(server)

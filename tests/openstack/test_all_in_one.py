@@ -7,8 +7,8 @@ run on Nova's fake servers (no guest OS), and the run says so once.  Then
 the parts of the OpenStack driver that met only openstacksdk's fakes before:
 the quota preflight, destroy and the leak check, the janitor after a run
 killed with SIGKILL, the node operations against Nova's real state
-transitions.  At the end the
-all-in-one is stopped and nothing of it is left.
+transitions.  At the end the all-in-one is stopped and nothing of it is
+left.
 """
 
 from __future__ import annotations

@@ -318,6 +318,10 @@ def test_a_power_cut_freezes_the_server_and_its_restore_boots_it_afresh():
     osnodes.power_cut(conn, "hvd-ci-abcdef-node2")
     conn.compute.pause_server.assert_called_once_with(server)
     assert conn.compute.wait_for_server.call_args.kwargs["status"] == "PAUSED"
+    # After the hard reboot, the server read back: ACTIVE, no task left.
+    conn.compute.get_server.side_effect = None
+    conn.compute.get_server.return_value = res(server_mod.Server, name="hvd-ci-abcdef-node2", status="ACTIVE",
+                                               task_state=None)
     osnodes.power_restored(conn, "hvd-ci-abcdef-node2")
     conn.compute.unpause_server.assert_called_once_with(server)
     conn.compute.reboot_server.assert_called_once_with(server, "HARD")
