@@ -34,7 +34,8 @@ TOOL_ENVS = ("unit", "lint", "policy")
 ROLE_JOBS = {f"role-{r}": "on_success" for r in ("common", "ca-certificates", "ssh-hardening", "time-sync", "gpu",
                                                  "cluster-ssh", "shared-storage", "openmpi", "horovod", "nfs")}
 #: Heavy-tier jobs that run by hand when their inputs did not change (the role jobs are left out).
-MANUAL_OTHERWISE = ("availability-local", "configurability-local", "lifecycle-local", "toolset-image")
+MANUAL_OTHERWISE = ("availability-local", "configurability-local", "lifecycle-local", "toolset-image",
+                    "openstack-aio")
 
 
 def heavy_jobs(variables: dict, files: list[str]) -> dict[str, str]:
