@@ -86,7 +86,9 @@ class ThrowawayProject:
         and the project; returns what the cleanup removed."""
         removed = cleanup_project(user_conn, dry_run=False)
         try:
-            user_conn.identity.delete_application_credential(
+            # As the admin: Keystone refuses a restricted application
+            # credential that deletes itself.
+            admin_conn.identity.delete_application_credential(
                 user_conn.current_user_id, self.credential_id, ignore_missing=True)
         finally:
             admin_conn.identity.delete_project(self.project_id, ignore_missing=True)

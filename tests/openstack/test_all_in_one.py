@@ -27,6 +27,7 @@ from refarch.clouds import openstack as ostk
 from refarch.cluster import Cluster
 from refarch.errors import PreflightError
 from refarch.profile import load_profile
+from refarch.pytest.state import say
 
 PROFILE = "openstack-aio"
 NO_NODE_CHECKS = ("node checks: not run on openstack-aio: Nova's fake driver makes servers without a guest OS "
@@ -60,9 +61,7 @@ def aio(request):
 
 
 def _say(request, line: str) -> None:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(f"openstack-aio: {line}")
+    say(request.config, f"openstack-aio: {line}")
 
 
 def _conn(cloud: str = "aio-demo"):
@@ -164,6 +163,30 @@ def test_the_janitor_cleans_a_run_killed_after_apply(aio, request, tmp_path):
                                                      "security_groups", "keypairs"}
     assert not [r for kind, lister in ostk._listers(conn).items() for r in lister() if ostk._belongs(r, run)]
     _say(request, f"janitor after SIGKILL of {run}: " + "; ".join(report.waits))
+
+
+def test_a_throwaway_project_in_a_real_keystone(aio, request):
+    """project_mode throwaway: the admin makes a project for the run, the CI
+    user gets its role there and makes an application credential that
+    Terraform uses; at the end the project and the credential are gone."""
+    cluster = Cluster.create(PROFILE, overrides={"openstack.project_mode": "throwaway",
+                                                 "openstack.cloud": aio_mod.ADMIN_CLOUD})
+    admin = _conn(aio_mod.ADMIN_CLOUD)
+    project = None
+    try:
+        cluster.prepare()
+        project = cluster.rundir.read_meta()["project"]
+        assert admin.identity.get_project(project["id"]).name == cluster.run_id
+        contract = cluster.deploy()
+        servers = [s for s in admin.compute.servers(all_projects=True) if s.name.startswith(cluster.run_id)]
+        assert {s.project_id for s in servers} == {project["id"]} and len(servers) == len(contract.nodes)
+    finally:
+        report = cluster.destroy()
+    assert report["leaks"] == {}
+    assert admin.identity.find_project(cluster.run_id) is None
+    assert not any(c.id == project["credential_id"] for u in admin.identity.users()
+                   for c in admin.identity.application_credentials(u.id)), "the application credential is left"
+    _say(request, f"throwaway project {cluster.run_id}: made, used by Terraform's provider, deleted")
 
 
 def test_stopping_the_all_in_one_leaves_nothing(aio, request):
