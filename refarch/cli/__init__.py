@@ -156,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("version", help="the version to release (descriptors/VERSION; a tag v1.2.3 gives 1.2.3)")
     g.add_argument("--criteria", default=str(ROOT / "validation" / "release-criteria.yml"), help="release criteria file")
     g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
+    g.add_argument("--merge-request", action="store_true",
+                   help="a preview on a merge request: a missing, other-tree or inconclusive side-by-side "
+                        "comparison warns instead of refusing")
     g.set_defaults(func=release.gate)
     c = sub.add_parser("compare", help="measure two versions side by side on this machine",
                        description="deploys the baseline's and the candidate's descriptors as two kept clusters, "

@@ -260,6 +260,15 @@ def measure(side: Side, junit: Path) -> dict[str, float]:
     return figs
 
 
+def candidate_tree(commit: str | None, root: Path = ROOT) -> ver.TreeHash:
+    """The descriptor tree a comparison measured as its candidate: the git
+    tree of ``commit``'s ``descriptors/``, or the working tree's as it is
+    on disk (None); the gate checks it against the tree a release ships."""
+    if commit is None:
+        return ver.descriptor_tree_hash()
+    return ver.TreeHash(ver.git("rev-parse", f"{commit}:descriptors", cwd=root), "git-tree")
+
+
 def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile: str = "local",
         overrides: dict | None = None, out: Path | None = None) -> dict:
     """Compare ``baseline`` and ``candidate`` (git refs; candidate default:
@@ -271,7 +280,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
             does not deploy, or a failed measurement (both clusters are
             torn down either way).
     """
-    from .gate import load_criteria
+    from .criteria import load_criteria
 
     overrides = overrides or {}
     base_commit, cand_commit, arrangement = preflight(baseline, candidate, repetitions, profile, overrides)
@@ -320,11 +329,13 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
     result = {
         "baseline": sides[0].ref, "baseline_commit": base_commit, "baseline_version": sides[0].version,
         "candidate": candidate, "candidate_commit": cand_commit or ver.commit(), "candidate_version": sides[1].version,
+        **{f"candidate_{k}": v for k, v in candidate_tree(cand_commit).as_dict().items()},
         "profile": profile, "overrides": overrides, "repetitions": repetitions, "machine": ver.machine(),
         "judge_hash": ver.judge_hash(), "duration_s": round(time.monotonic() - started, 1),
         "arrangement": arrangement, "run_ids": run_ids or {s.label: s.run_id for s in sides}, "runs": figures,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "figures": comparison.compare_all(figures["baseline"], figures["candidate"], tolerances),
+        "figures": comparison.compare_all(figures["baseline"], figures["candidate"], tolerances,
+                                          regression.not_compared),
     }
     text = json.dumps(result, indent=2) + "\n"
     (folder / "compare.json").write_text(text, encoding="utf-8")

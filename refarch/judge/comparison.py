@@ -118,20 +118,47 @@ def compare_figure(name: str, baseline: list[float], candidate: list[float], tol
             "verdict": result, "message": message}
 
 
-def compare_all(baseline_runs: list[dict], candidate_runs: list[dict], tolerances: dict) -> list[dict]:
-    """Every figure both sides measured in every repetition, compared.
+def missing(baseline_runs: list[dict], candidate_runs: list[dict]) -> list[dict]:
+    """Figures that some repetition measured and another did not, each as a
+    comparison entry with verdict ``missing`` and a message naming the
+    repetitions without it (``baseline 2``: the baseline's second).  A
+    figure a side lost is a measurement that stopped, never a pass."""
+    sides = [("baseline", r) for r in baseline_runs] + [("candidate", r) for r in candidate_runs]
+    out = []
+    for name in sorted(set().union(*(set(r) for _, r in sides))):
+        lacking = [f"{label} {i + 1}" for label in ("baseline", "candidate")
+                   for i, r in enumerate(r for lab, r in sides if lab == label) if name not in r]
+        if lacking:
+            out.append({"figure": name, "verdict": "missing", "missing_from": lacking,
+                        "message": f"{name}: missing from repetition(s) {', '.join(lacking)}: not compared"})
+    return out
+
+
+def compare_all(baseline_runs: list[dict], candidate_runs: list[dict], tolerances: dict,
+                not_compared: dict | None = None) -> list[dict]:
+    """Every figure either side measured: compared when every repetition of
+    both sides has it; verdict ``missing`` (:func:`missing`) when one
+    lacks it; verdict ``no tolerance`` when the release criteria give it
+    neither a tolerance nor a reason it is not compared.
 
     ``*_runs`` are :func:`refarch.judge.records.figures` dicts, one per
     repetition; ``tolerances`` maps a figure name (or its name before
-    ``[``) to a :class:`refarch.judge.gate.Tolerance`.  Figures without a
-    tolerance, or missing from a repetition, are left out (a missing figure
-    is reported by the caller)."""
-    names = sorted(set.intersection(*(set(r) for r in baseline_runs + candidate_runs)))
-    out = []
+    ``[``) to a :class:`refarch.judge.criteria.Tolerance`; ``not_compared``
+    maps such a name to the reason it is judged by its own bounds only."""
+    not_compared = not_compared or {}
+    gaps = missing(baseline_runs, candidate_runs)
+    lost = {g["figure"] for g in gaps}
+    out = list(gaps)
+    names = sorted(set().union(*(set(r) for r in baseline_runs + candidate_runs)) - lost)
     for name in names:
-        tol = tolerances.get(name) or tolerances.get(name.split("[", 1)[0])
+        base = name.split("[", 1)[0]
+        tol = tolerances.get(name) or tolerances.get(base)
         if tol is None:
+            if name not in not_compared and base not in not_compared:
+                out.append({"figure": name, "verdict": "no tolerance",
+                            "message": f"{name}: the release criteria give it no tolerance and no reason it is "
+                                       "not compared"})
             continue
         out.append(compare_figure(name, [r[name] for r in baseline_runs], [r[name] for r in candidate_runs],
                                   tol.relative, tol.better, absolute=tol.absolute))
-    return out
+    return sorted(out, key=lambda f: f["figure"])

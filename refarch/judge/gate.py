@@ -1,6 +1,6 @@
 """The release gate: may this architecture version be released?
 
-``refarch gate VERSION`` reads the release criteria (``validation/release-criteria.yml``)
+``refarch gate VERSION`` reads the release criteria (:mod:`refarch.judge.criteria`)
 and the validation records of ``VERSION`` (:mod:`refarch.judge.records`). It
 passes only when
 
@@ -15,6 +15,15 @@ name (images/sec per world size, efficiency, bus bandwidth, recovery time,
 run time), with a tolerance per figure kept in the release criteria; a regression
 fails the gate or only warns, as the release criteria say. A passing gate writes
 ``validation/<VERSION>/gate.json``.
+
+A release compares or fails: every figure the suite makes has a tolerance
+or a stated reason it is judged by its own bounds only (checked when the
+criteria load); a figure the previous release had and this one lacks is a
+problem; records of two machines need a side-by-side comparison
+(``compare.json``) whose candidate is the release's own descriptor tree,
+and an inconclusive figure there fails unless the criteria accept it by
+name.  A merge request's gate (``--merge-request``) only warns about the
+comparison.
 """
 
 from __future__ import annotations
@@ -23,91 +32,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
-
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .. import version as ver
 from ..errors import ProfileError, RefarchError
 from ..profile import load_profile
 from . import properties
 from . import records as rec
-
-CRITERIA_FILE = rec.VALIDATION_DIR / "release-criteria.yml"
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class RecordRule(_Strict):
-    """What one required record must show."""
-
-    #: Property ids that must have been measured and passed.
-    must_pass: list[str] = Field(default_factory=list)
-    #: Reference overrides (``properties.<id>.reference.<key>`` -> value)
-    #: the record is made and judged with (e.g. a 3-node variant on 2
-    #: cores); any other override of a reference refuses the record.
-    references: dict[str, float] = Field(default_factory=dict)
-
-
-class Tolerance(_Strict):
-    """How far a figure may move the wrong way before it is a regression:
-    more than ``relative`` (a fraction of the previous figure) *and* more
-    than ``absolute`` (in the figure's unit)."""
-
-    relative: float = Field(ge=0)
-    absolute: float = Field(default=0, ge=0)
-    better: Literal["higher", "lower"]
-
-
-class Regression(_Strict):
-    on_regression: Literal["fail", "warn"] = "fail"
-    #: Figure name (or its name before ``[``) -> tolerance.
-    tolerances: dict[str, Tolerance] = Field(default_factory=dict)
-    #: Tolerances of a side-by-side comparison (refarch compare), tighter
-    #: than between records of two days: both sides share the machine and
-    #: the hour.  A figure not named here takes its ``tolerances`` entry.
-    side_by_side: dict[str, Tolerance] = Field(default_factory=dict)
-    #: Records of two machines (refarch.version.machine) are not compared
-    #: figure by figure; without a side-by-side comparison of the two
-    #: versions (``validation/<version>/compare.json``, refarch compare),
-    #: or with an inconclusive one, the gate fails or warns.
-    without_comparison: Literal["fail", "warn"] = "warn"
-
-
-class ReleaseCriteria(_Strict):
-    """The release criteria (``validation/release-criteria.yml``)."""
-
-    #: Record name (a profile, or the --name of a record) -> what it must show.
-    records: dict[str, RecordRule]
-    #: Property ids whose ``warn`` verdict is accepted (reported, not failed).
-    may_warn: list[str] = Field(default_factory=list)
-    regression: Regression = Field(default_factory=Regression)
-    #: A record made by another judge (refarch.version.judge_hash: the
-    #: suite, its checks, the profiles or these criteria changed since) fails
-    #: the gate or is reported as a warning.
-    on_other_judge: Literal["fail", "warn"] = "warn"
-
-
-def load_criteria(path: Path = CRITERIA_FILE) -> ReleaseCriteria:
-    """The release criteria file, validated.
-
-    Raises:
-        RefarchError: missing, not YAML, or not release criteria (the first error).
-    """
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return ReleaseCriteria.model_validate(data)
-    except OSError as exc:
-        raise RefarchError(f"{path}: cannot read the release criteria ({exc.strerror})") from None
-    except yaml.YAMLError as exc:
-        raise RefarchError(f"{path}: not YAML ({exc})") from None
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise RefarchError(f"{path}: {where}: {err['msg']}") from None
+from .criteria import ReleaseCriteria, Tolerance
 
 
 @dataclass
@@ -170,6 +101,14 @@ def regressions(record: dict, previous: dict, criteria: ReleaseCriteria) -> list
                         "previous_version": previous["version"], "change": round((new - old) / abs(old), 4),
                         "tolerance": tol.relative, "better": tol.better})
     return out
+
+
+def lost_figures(record: dict, previous: dict, criteria: ReleaseCriteria) -> list[str]:
+    """Figures ``previous`` had that ``record`` lacks (those the criteria
+    do not compare left out): a measurement that stopped is never a pass."""
+    nc = criteria.regression.not_compared
+    return sorted(f for f in previous.get("figures", {}) if f not in record.get("figures", {})
+                  and f not in nc and f.split("[", 1)[0] not in nc)
 
 
 def _fmt(value: float) -> str:
@@ -238,7 +177,7 @@ def _machine_text(record: dict) -> str:
 
 def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATION_DIR,
              tree: ver.TreeHash | None = None, declared: str | None = None,
-             judge: str | None = None, environments: bool = True) -> GateResult:
+             judge: str | None = None, environments: bool = True, release: bool = True) -> GateResult:
     """Judge ``version`` against ``criteria`` with the records under ``root``.
 
     ``tree`` is the descriptor tree the release would ship (default: the
@@ -251,7 +190,10 @@ def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATIO
     properties are judged again against its profile in this tree
     (:func:`rejudge`).  Figures are compared with the previous version's
     record only when both come from the same machine; otherwise the gate
-    reads the side-by-side comparison (:func:`load_comparison`).
+    reads the side-by-side comparison (:func:`load_comparison`), which must
+    have measured this ``tree`` as its candidate.  With ``release`` false (a
+    merge request's preview) a missing, other-tree or inconclusive
+    comparison only warns.
 
     Raises:
         RefarchError: ``version`` is not a semantic version; a record is not JSON.
@@ -318,8 +260,10 @@ def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATIO
             continue
         result.previous[name] = prev_version
         previous = rec.load_records(prev_version, root)[name]
+        result.problems += [f"{name}: figure {f} was measured in {prev_version} and is missing from this record: "
+                            "not compared (a measurement that stopped)" for f in lost_figures(record, previous, criteria)]
         if not record.get("machine") or record.get("machine") != previous.get("machine"):
-            _compared(name, record, previous, prev_version, comparison, criteria, result)
+            _compared(name, record, previous, prev_version, comparison, criteria, result, tree, release)
             continue
         for reg in regressions(record, previous, criteria):
             result.regressions.append(reg)
@@ -331,16 +275,27 @@ def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATIO
 
 
 def _compared(name: str, record: dict, previous: dict, prev_version: str, comparison: dict | None,
-              criteria: ReleaseCriteria, result: GateResult) -> None:
-    """Records of two machines: the side-by-side comparison decides."""
-    where = result.problems if criteria.regression.without_comparison == "fail" else result.warnings
+              criteria: ReleaseCriteria, result: GateResult, tree: ver.TreeHash, release: bool) -> None:
+    """Records of two machines: the side-by-side comparison decides; a
+    release fails without one of this tree, a merge request warns."""
+    where = result.problems if release else result.warnings
     why = (f"{name}: figures of {prev_version} ({_machine_text(previous)}) and {result.version} "
            f"({_machine_text(record)}) come from different machines and are not compared one by one")
     if comparison is None or comparison.get("baseline_version") != prev_version:
         where.append(f"{why}; no side-by-side comparison with {prev_version} "
                      f"(validation/{result.version}/compare.json: `refarch compare v{prev_version}`)")
         return
+    measured = (comparison.get("candidate_tree_hash_kind"), comparison.get("candidate_tree_hash"))
+    if measured != (tree.kind, tree.value):
+        where.append(f"{why}; the side-by-side comparison measured descriptor tree {measured[1] or 'unknown'} as "
+                     f"its candidate, the release ships {tree.value}: compare again (`refarch compare "
+                     f"v{prev_version}`)")
+        return
+    accepted = set(criteria.regression.accept_inconclusive)
     for fig in comparison.get("figures", []):
+        if fig["verdict"] in ("missing", "no tolerance"):
+            where.append(f"{name}: side by side against {prev_version}: {fig['message']}")
+            continue
         text = (f"{name}: {fig['figure']} candidate/baseline {fig['ratio']:.3f} (95 % interval "
                 f"{fig['ci95'][0]:.3f}-{fig['ci95'][1]:.3f}) against {prev_version}, side by side: {fig['verdict']}")
         if fig["verdict"] == "regression":
@@ -348,7 +303,11 @@ def _compared(name: str, record: dict, previous: dict, prev_version: str, compar
                                        "ratio": fig["ratio"], "ci95": fig["ci95"], "side_by_side": True})
             (result.problems if criteria.regression.on_regression == "fail" else result.warnings).append(text)
         elif fig["verdict"] == "inconclusive":
-            where.append(text)
+            if fig["figure"] in accepted or fig["figure"].split("[", 1)[0] in accepted:
+                result.warnings.append(f"{text} (accepted by the release criteria)")
+            else:
+                where.append(f"{text}: not accepted by the release criteria (regression.accept_inconclusive); "
+                             "compare with more repetitions")
 
 
 def write_gate(result: GateResult, root: Path = rec.VALIDATION_DIR) -> Path:

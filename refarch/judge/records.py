@@ -32,6 +32,9 @@ OUTCOME_ORDER = ("passed", "skipped", "xfailed", "failed", "error")
 #: Phases that build caches (node image, wheelhouse, VM image): not in a
 #: record's run time.
 BUILD_PHASES = ("image", "wheel", "vm_image")
+#: The names of the figures :func:`figures` makes besides the property ids
+#: (``images_per_sec`` before its ``[np=N,batch=B]``).
+FIGURE_NAMES = ("images_per_sec", "busbw_Bps", "run_time_s")
 
 
 def load_results(run_dir: Path) -> dict:

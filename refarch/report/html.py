@@ -186,7 +186,8 @@ def comparison_svg(comparison: dict, element_id: str = "comparison-plot") -> str
     """Both sides' figures of a comparison (refarch.judge.compare), one panel
     per figure: every repetition as a point, each side's median as a bar,
     as inline SVG (``<svg id=element_id>``); empty without figures."""
-    figs = comparison.get("figures") or []
+    # A missing or untolerated figure has no sides to draw (its row says why).
+    figs = [f for f in comparison.get("figures") or [] if "ratio" in f]
     if not figs:
         return ""
     import matplotlib

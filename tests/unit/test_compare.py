@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from refarch import version
 from refarch.errors import RefarchError
-from refarch.judge import compare, comparison, gate
+from refarch.judge import compare, comparison
+from refarch.judge import criteria as release_criteria
 
 #: images/sec at np=2 (median of the steps) of seven runs of the same tree
 #: on one kept cluster, 2026-12-01 (ci/refarch test ... -k scaling).
@@ -55,7 +57,7 @@ REJOIN = [34.16, 29.53, 31.17, 33.1]
 
 
 def test_recovery_of_one_tree_twice_is_never_a_regression_and_twice_as_long_is():
-    tol = gate.load_criteria().regression.side_by_side
+    tol = release_criteria.load_criteria().regression.side_by_side
     rec, rej = tol["availability.recovery_s"], tol["availability.rejoin_s"]
     same = comparison.compare_figure("availability.recovery_s", RECOVERY[::2], RECOVERY[1::2], rec.relative,
                                      rec.better, absolute=rec.absolute)
@@ -79,12 +81,19 @@ def test_too_few_or_broken_figures_give_no_interval(baseline, candidate, message
         comparison.ratio_interval(baseline, candidate)
 
 
-def test_every_figure_with_a_tolerance_is_compared():
-    tolerances = gate.load_criteria().regression.tolerances
-    base = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5e8, "no_tolerance": 1.0} for v in NP1[:3]]
-    cand = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5.1e8, "no_tolerance": 1.0} for v in NP1[3:6]]
-    names = [f["figure"] for f in comparison.compare_all(base, cand, tolerances)]
-    assert names == ["busbw_Bps", "images_per_sec[np=1,batch=16]"]
+def test_every_figure_is_compared_or_named_as_why_not():
+    regression = release_criteria.load_criteria().regression
+    base = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5e8, "no_tolerance": 1.0,
+             "exposure.outside_open_ports": 0.0} for v in NP1[:3]]
+    cand = [{"images_per_sec[np=1,batch=16]": v, "busbw_Bps": 5.1e8, "no_tolerance": 1.0,
+             "exposure.outside_open_ports": 0.0} for v in NP1[3:6]]
+    del cand[1]["busbw_Bps"]
+    got = {f["figure"]: f for f in comparison.compare_all(base, cand, regression.tolerances, regression.not_compared)}
+    assert sorted(got) == ["busbw_Bps", "images_per_sec[np=1,batch=16]", "no_tolerance"]
+    assert got["busbw_Bps"]["verdict"] == "missing"
+    assert got["busbw_Bps"]["message"] == "busbw_Bps: missing from repetition(s) candidate 2: not compared"
+    assert got["no_tolerance"]["verdict"] == "no tolerance"
+    assert got["images_per_sec[np=1,batch=16]"]["verdict"] != "missing"
 
 
 # Bad input: one line before anything is deployed ------------------------------------------
@@ -238,9 +247,32 @@ def test_a_finished_comparison_writes_its_verdicts(monkeypatch, tmp_path):
     result = compare.run("HEAD", repetitions=3, out=out)
     assert out.is_file() and result["baseline_commit"] and result["repetitions"] == 3
     assert [f["verdict"] for f in result["figures"]] == ["no change detected"]
+    # The candidate is the working tree: the gate checks its descriptors against the release's.
+    tree = version.descriptor_tree_hash()
+    assert (result["candidate_tree_hash"], result["candidate_tree_hash_kind"]) == (tree.value, tree.kind)
     html = (Path(result["folder"]) / "compare.html").read_text()
     assert 'id="comparison-plot"' in html and "images_per_sec[np=2,batch=16]" in html
     assert '<tr class="no"><td>images_per_sec[np=2,batch=16]</td>' in html
+
+
+def test_a_figure_one_repetition_lost_is_named_in_compare_json_and_the_page(monkeypatch, tmp_path):
+    monkeypatch.setattr(compare, "runs_dir", lambda: tmp_path / "runs")
+    monkeypatch.setattr(compare, "memory_available", lambda: 64 * 2 ** 30)
+    values = iter(NP2 + NP2)
+    monkeypatch.setattr(compare, "_up", lambda side, *a: setattr(side, "run_id", f"hvd-{side.label}"))
+    monkeypatch.setattr(compare, "_down", lambda side, log: None)
+    calls = []
+
+    def measure(side, junit):
+        calls.append(side.label)
+        figs = {"images_per_sec[np=2,batch=16]": next(values)}
+        return figs if len(calls) == 4 else {**figs, "busbw_Bps": 5e8}
+    monkeypatch.setattr(compare, "measure", measure)
+    result = compare.run("HEAD", repetitions=3)
+    lost = next(f for f in result["figures"] if f["figure"] == "busbw_Bps")
+    assert lost["verdict"] == "missing" and lost["missing_from"] == [f"{calls[3]} 2"]
+    html = (Path(result["folder"]) / "compare.html").read_text()
+    assert f"busbw_Bps: missing from repetition(s) {calls[3]} 2: not compared" in html
 
 
 # Live comparisons on this machine, recorded -------------------------------------------------
@@ -260,7 +292,7 @@ def test_the_recorded_a_a_comparisons_never_report_a_regression(name):
     default 5 with the stop-mode recovery and rejoin (1,169 s, np=1 at 62
     images/sec)."""
     aa = _recorded(name)
-    regression = gate.load_criteria().regression
+    regression = release_criteria.load_criteria().regression
     again = comparison.compare_all(aa["runs"]["baseline"], aa["runs"]["candidate"],
                                    {**regression.tolerances, **regression.side_by_side})
     assert [f["figure"] for f in again] == [f["figure"] for f in aa["figures"]]

@@ -10,6 +10,7 @@ import pytest
 
 from refarch import cli, version
 from refarch.errors import RefarchError
+from refarch.judge import criteria as release_criteria
 from refarch.judge import gate, properties, records
 from refarch.paths import ROOT
 
@@ -18,7 +19,7 @@ TREE = version.TreeHash("1f" * 20, "git-tree")
 #: The 3-node record's references (validation/release-criteria.yml, tox.ini).
 THREE_NODES = {f"properties.scaling.efficiency.reference.{k}": v
                for k, v in {"target": 0.36, "lower": 0.2, "warn_below": 0.28, "warn_above": 0.5}.items()}
-CRITERIA = gate.ReleaseCriteria.model_validate({
+CRITERIA = release_criteria.ReleaseCriteria.model_validate({
     "records": {
         "local": {"must_pass": ["scaling.efficiency", "convergence.ranks_diverged", "availability.recovery_s",
                                "exposure.outside_open_ports"]},
@@ -163,18 +164,19 @@ def test_a_regression_against_the_previous_release_names_both_figures(tmp_path):
 
 
 def test_the_release_criteria_name_known_properties_and_figures():
-    criteria = gate.load_criteria()
+    criteria = release_criteria.load_criteria()
     ids = {i for rule in criteria.records.values() for i in rule.must_pass} | set(criteria.may_warn)
     assert ids <= set(properties.KNOWN)
-    for figure in criteria.regression.tolerances:
-        assert figure in properties.KNOWN or figure in ("images_per_sec", "busbw_Bps", "run_time_s"), figure
+    regression = criteria.regression
+    for figure in [*regression.tolerances, *regression.not_compared, *regression.accept_inconclusive]:
+        assert figure in properties.KNOWN or figure in records.FIGURE_NAMES, figure
 
 
 def test_malformed_release_criteria_is_one_line(tmp_path):
     bad = tmp_path / "release-criteria.yml"
     bad.write_text("records: {local: {must_pass: []}}\nregression: {on_regression: maybe}\n")
     with pytest.raises(RefarchError, match=r"release-criteria.yml: regression.on_regression: Input should be 'fail' or 'warn'"):
-        gate.load_criteria(bad)
+        release_criteria.load_criteria(bad)
 
 
 def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
@@ -187,10 +189,12 @@ def test_cli_record_then_gate(tmp_path, capsys, monkeypatch):
     assert cli.main(["record", str(tmp_path / "main"), str(tmp_path / "avail"), "--out", str(out)]) == 0
     assert "local.json: passed" in capsys.readouterr().out
     criteria = tmp_path / "release-criteria.yml"
-    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n  gpu-v100: {}\n")
+    committed = (ROOT / "validation" / "release-criteria.yml").read_text()
+    regression = committed[committed.index("\nregression:"):]
+    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n  gpu-v100: {}\n" + regression)
     assert cli.main(["gate", "v0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 1
     assert "REFUSED: gpu-v100: no validation record" in capsys.readouterr().out
-    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n")
+    criteria.write_text("records:\n  local: {must_pass: [availability.recovery_s]}\n" + regression)
     # Without the CI environments' passes on this tree (refarch ci record) the gate refuses, naming them.
     assert cli.main(["gate", "0.2.0", "--criteria", str(criteria), "--records", str(out)]) == 1
     assert "the CI environments of this tree are not recorded" in capsys.readouterr().out
@@ -276,29 +280,94 @@ def _slower_on_another_machine(tmp_path) -> Path:
     return records_for(tmp_path, "0.2.0", main=slower, machine=OTHER)
 
 
-def test_figures_of_another_machine_are_not_regressions(tmp_path):
-    result = evaluate(_slower_on_another_machine(tmp_path))
-    assert result.passed and result.regressions == []
+def compare_json(root: Path, figures: list[dict], tree=TREE, baseline="0.1.0") -> None:
+    (root / "0.2.0" / "compare.json").write_text(json.dumps({
+        "baseline_version": baseline, "candidate_tree_hash": tree.value, "candidate_tree_hash_kind": tree.kind,
+        "figures": figures}))
+
+
+SAME = [{"figure": "images_per_sec[np=2,batch=16]", "ratio": 1.01, "ci95": [0.97, 1.04],
+         "verdict": "no change detected"}]
+
+
+def test_figures_of_another_machine_are_not_regressions_but_a_release_needs_a_comparison(tmp_path):
+    root = _slower_on_another_machine(tmp_path)
+    result = evaluate(root)
+    assert not result.passed and result.regressions == []
     assert any("local: figures of 0.1.0 (AMD EPYC, 2 cores, 24 GiB, kernel 6.18.44) and 0.2.0 (Intel Xeon, 2 "
-               "cores, 24 GiB, kernel 6.1.0) come from different machines" in w and
-               "no side-by-side comparison with 0.1.0" in w for w in result.warnings)
-    strict = CRITERIA.model_copy(deep=True)
-    strict.regression.without_comparison = "fail"
-    assert not evaluate(tmp_path, strict).passed
+               "cores, 24 GiB, kernel 6.1.0) come from different machines" in p and
+               "no side-by-side comparison with 0.1.0" in p for p in result.problems), result.problems
+    preview = gate.evaluate("0.2.0", CRITERIA, root, tree=TREE, declared="0.2.0", judge=JUDGE, environments=False,
+                            release=False)
+    assert preview.passed and any("no side-by-side comparison" in w for w in preview.warnings)
+    compare_json(root, SAME)
+    assert evaluate(root).passed
+
+
+def test_a_comparison_of_another_tree_fails_the_release(tmp_path):
+    root = _slower_on_another_machine(tmp_path)
+    compare_json(root, SAME, tree=version.TreeHash("2e" * 20, "git-tree"))
+    result = evaluate(root)
+    assert not result.passed
+    assert any(f"the side-by-side comparison measured descriptor tree {'2e' * 20} as its candidate, the release "
+               f"ships {TREE.value}" in p for p in result.problems), result.problems
 
 
 def test_a_side_by_side_regression_fails_the_gate(tmp_path):
     root = _slower_on_another_machine(tmp_path)
-    (root / "0.2.0" / "compare.json").write_text(json.dumps({"baseline_version": "0.1.0", "figures": [
+    compare_json(root, [
         {"figure": "images_per_sec[np=2,batch=16]", "ratio": 0.86, "ci95": [0.82, 0.89], "verdict": "regression"},
-        {"figure": "busbw_Bps", "ratio": 0.97, "ci95": [0.80, 1.15], "verdict": "inconclusive"},
         {"figure": "images_per_sec[np=1,batch=16]", "ratio": 1.01, "ci95": [0.97, 1.04],
-         "verdict": "no change detected"}]}))
+         "verdict": "no change detected"}])
     result = evaluate(root)
     assert not result.passed and "compare" not in records.load_records("0.2.0", root)
     assert "local: images_per_sec[np=2,batch=16] candidate/baseline 0.860 (95 % interval 0.820-0.890) against " \
            "0.1.0, side by side: regression" in result.problems
-    assert any("busbw_Bps" in w and "inconclusive" in w for w in result.warnings)
+
+
+def test_an_inconclusive_figure_fails_a_release_unless_accepted_by_name(tmp_path):
+    root = _slower_on_another_machine(tmp_path)
+    compare_json(root, [*SAME, {"figure": "busbw_Bps", "ratio": 0.97, "ci95": [0.80, 1.15],
+                                "verdict": "inconclusive"}])
+    result = evaluate(root)
+    assert not result.passed and any("busbw_Bps" in p and "inconclusive: not accepted by the release criteria"
+                                     in p for p in result.problems), result.problems
+    accepting = CRITERIA.model_copy(deep=True)
+    accepting.regression.accept_inconclusive = ["busbw_Bps"]
+    result = evaluate(root, accepting)
+    assert result.passed and any("busbw_Bps" in w and "(accepted by the release criteria)" in w
+                                 for w in result.warnings)
+
+
+def test_a_figure_missing_side_by_side_fails_the_release(tmp_path):
+    root = _slower_on_another_machine(tmp_path)
+    compare_json(root, [*SAME, {"figure": "busbw_Bps", "verdict": "missing", "missing_from": ["candidate 2"],
+                                "message": "busbw_Bps: missing from repetition(s) candidate 2: not compared"}])
+    result = evaluate(root)
+    assert "local: side by side against 0.1.0: busbw_Bps: missing from repetition(s) candidate 2: not compared" \
+        in result.problems
+
+
+def test_a_figure_the_previous_release_had_and_this_one_lacks_fails(tmp_path):
+    records_for(tmp_path, "0.1.0")
+    main = run("main-local")
+    main["smoke"]["runs"] = [r for r in main["smoke"]["runs"] if r["world_size"] != 2]
+    root = records_for(tmp_path, "0.2.0", main=main)
+    result = evaluate(root)
+    assert "local: figure images_per_sec[np=2,batch=16] was measured in 0.1.0 and is missing from this record: " \
+           "not compared (a measurement that stopped)" in result.problems
+
+
+def test_release_criteria_must_compare_every_figure_or_say_why_not(tmp_path):
+    text = (ROOT / "validation" / "release-criteria.yml").read_text()
+    bad = tmp_path / "release-criteria.yml"
+    bad.write_text(text.replace("    convergence.test_accuracy: {relative: 0.05, better: higher}\n", ""))
+    with pytest.raises(RefarchError, match=r"release-criteria.yml: regression: figure convergence.test_accuracy "
+                                           r"has neither a tolerance nor a not_compared reason"):
+        release_criteria.load_criteria(bad)
+    bad.write_text(text.replace("  not_compared:\n", "  not_compared:\n    busbw_Bps: a reason\n"))
+    with pytest.raises(RefarchError, match=r"figure busbw_Bps has both a tolerance and a not_compared reason"):
+        release_criteria.load_criteria(bad)
 
 
 def test_run_time_leaves_out_the_builds():
@@ -315,7 +384,7 @@ def test_the_release_criteria_declare_the_references_tox_sets_for_the_3_node_rec
     tox.read(ROOT / "tox.ini")
     words = shlex.split(tox["testenv:configurability"]["commands"].replace("\n", " "))
     sets = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--set")
-    declared = gate.load_criteria().records["local-3nodes"].references
+    declared = release_criteria.load_criteria().records["local-3nodes"].references
     assert {k: float(v) for k, v in sets.items() if k.startswith("properties.")} == declared
 
 
@@ -348,7 +417,12 @@ def test_the_same_descriptors_measured_on_another_machine_pass_against_the_commi
     # The record's run time is the main run's (312 s without the builds) and the availability run's.
     availability = records.figures(run("availability-local"))["run_time_s"]
     assert figures["busbw_Bps"] == 0.55e9 and figures["run_time_s"] == pytest.approx(312.0 + availability)
-    result = evaluate(tmp_path, gate.load_criteria())
+    result = gate.evaluate("0.2.0", release_criteria.load_criteria(), tmp_path, tree=TREE, declared="0.2.0", judge=JUDGE,
+                           environments=False, release=False)
     assert result.passed and result.regressions == [], result.problems
     assert any("come from different machines" in w and "no side-by-side comparison with 0.1.0" in w
                for w in result.warnings), result.warnings
+    # A release of it needs the side-by-side comparison of its own tree.
+    assert not evaluate(tmp_path, release_criteria.load_criteria()).passed
+    compare_json(tmp_path, SAME)
+    assert evaluate(tmp_path, release_criteria.load_criteria()).passed
