@@ -121,7 +121,8 @@ def _expand(name: str, entry: _Entry, root: Path) -> list[Environment]:
     for scenario, seconds in entry.scenarios.items():
         if not (root / "descriptors/ansible/molecule" / scenario / "molecule.yml").is_file():
             raise ValueError(f"scenario {scenario} has no descriptors/ansible/molecule/{scenario}/molecule.yml")
-        inputs = tuple(p.relative_to(root).as_posix() for p in rolecache.scenario_inputs(scenario, root))
+        inputs = tuple(p.relative_to(root).as_posix()
+                       for p in rolecache.scenario_inputs(scenario, root, root / "descriptors"))
         gitlab = entry.gitlab.format(scenario=scenario.replace("_", "-")) if entry.gitlab else None
         out.append(Environment(name=f"{name}:{scenario}", inputs=inputs, reference_s=seconds, args=("-s", scenario),
                                gitlab=gitlab, **common))

@@ -26,7 +26,6 @@ while every input and module is unchanged, and for ``max_age_s``
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..paths import ROOT, cache_dir
-from ..tools import rolecache
+from ..tools import hostcmds, rolecache
 from .environments import Environment
 
 #: Records kept per environment (the newest).
@@ -98,17 +97,6 @@ def all_module_hashes(root: Path = ROOT) -> dict[str, str]:
     return rolecache.module_hashes(names, root)
 
 
-@functools.cache
-def _first_line(cmd: tuple[str, ...]) -> str:
-    if not shutil.which(cmd[0]):
-        return "absent"
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return "absent"
-    return (out.strip().splitlines() or ["absent"])[0]
-
-
 def tox_packages(tox_env: str, root: Path = ROOT) -> str:
     """sha256 over the names of the distributions installed in tox
     environment ``tox_env`` (``.tox/<env>``: their ``*.dist-info`` folders,
@@ -121,9 +109,9 @@ def tool_versions(env: Environment, root: Path = ROOT) -> dict[str, str]:
     """The versions of the tools ``env`` runs: Python, Terraform, podman,
     QEMU, Node.js, and the Python packages of its tox environment
     (:func:`tox_packages`); the commands are asked once per process."""
-    return {"python": platform.python_version(), "terraform": _first_line(("terraform", "version")),
-            "podman": _first_line(("podman", "--version")), "qemu": _first_line(("qemu-system-x86_64", "--version")),
-            "node": _first_line(("node", "--version")), f"tox:{env.tox}": tox_packages(env.tox, root)}
+    return {"python": platform.python_version(), "terraform": hostcmds.version_line(("terraform", "version")),
+            "podman": hostcmds.version_line(("podman", "--version")), "qemu": hostcmds.version_line(("qemu-system-x86_64", "--version")),
+            "node": hostcmds.version_line(("node", "--version")), f"tox:{env.tox}": tox_packages(env.tox, root)}
 
 
 def _sha(*parts) -> str:

@@ -5,8 +5,10 @@ code calls nothing that is not listed)."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
+import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,3 +116,17 @@ def stage_failures(output: str) -> list[str]:
             cause = re.sub(r"^E\s+", "", root_cause(body) or summary or cause_line(body)) or "no output"
             out.append(f"stage {name} failed on a fresh machine after ci/bootstrap.sh: {cause}")
     return out
+
+
+@functools.cache
+def version_line(cmd: tuple[str, ...]) -> str:
+    """The first line ``cmd`` (a version query such as ``("podman",
+    "--version")``) prints, asked once per process; ``"absent"`` when the
+    command is missing, fails to start or prints nothing within 30 s."""
+    if not shutil.which(cmd[0]):
+        return "absent"
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "absent"
+    return (out.strip().splitlines() or ["absent"])[0]

@@ -11,6 +11,10 @@ playbook and Ansible settings, the pins (``descriptors/versions.yml``), the
 local profile, the Terraform modules, the node image's and wheelhouse's
 inputs (so the image hashes follow), the packaging, the checks Molecule's
 verify runs (:data:`VERIFY_TESTS`; the VM scenario's, :data:`VM_TESTS`).
+The descriptor files are read where Molecule reads them
+(``$REFARCH_DESCRIPTORS``, :data:`refarch.paths.DESCRIPTORS`), and the key
+holds the versions of the tools that run the scenario
+(:func:`tool_versions`: molecule, ansible-core, podman, Terraform, QEMU).
 The suite's code is keyed by what the scenario really ran: every
 process of it (the runner, the CLI that create/destroy call, Terraform's
 callbacks, the verify's pytest) writes the ``refarch`` modules it loaded
@@ -41,7 +45,7 @@ import socket
 import time
 from pathlib import Path
 
-from ..paths import ROOT, cache_dir
+from ..paths import DESCRIPTORS, ROOT, cache_dir
 
 #: A record older than this (seconds) is not honoured (24 h).
 MAX_AGE_S = 24 * 3600
@@ -82,33 +86,71 @@ def machine_id() -> str:
     return socket.gethostname()
 
 
-def scenario_inputs(name: str, root: Path = ROOT) -> list[Path]:
+def _descriptors(root: Path, descriptors: Path | None) -> Path:
+    """The descriptor tree Molecule reads: ``descriptors``, else
+    :data:`DESCRIPTORS` for the checkout itself, else ``root/descriptors``."""
+    return descriptors or (DESCRIPTORS if root == ROOT else root / "descriptors")
+
+
+def scenario_inputs(name: str, root: Path = ROOT, descriptors: Path | None = None) -> list[Path]:
     """The files and folders scenario ``name``'s verdict depends on besides
     the suite's Python modules (module docstring); a scenario that is not a
     role (nfs, on virtual machines) depends on every role and on the VM
-    checks (:data:`VM_TESTS`)."""
+    checks (:data:`VM_TESTS`).  Paths under ``descriptors/`` are taken from
+    the descriptor tree Molecule reads (:func:`_descriptors`)."""
+    tree = _descriptors(root, descriptors)
     roles = ROLE_ORDER[:ROLE_ORDER.index(name) + 1] if name in ROLE_ORDER else ROLE_ORDER
     paths = [f"descriptors/ansible/molecule/{name}", *(f"descriptors/ansible/roles/{r}" for r in roles),
              *COMMON_INPUTS, *VERIFY_TESTS, *([] if name in ROLE_ORDER else VM_TESTS)]
-    return [root / p for p in paths]
+    return [tree / p.removeprefix("descriptors/") if p.startswith("descriptors/") else root / p for p in paths]
 
 
-def scenario_key(name: str, root: Path = ROOT) -> str:
-    """sha256 (hex) over the relative path and bytes of every file of
+def tool_versions() -> dict[str, str]:
+    """The versions of the tools a scenario runs: molecule and ansible-core
+    (the distributions of this Python environment, where the runner starts
+    Molecule), podman, Terraform and QEMU (their version lines, asked once
+    per process); ``"absent"`` for one that is not there."""
+    from importlib import metadata
+
+    from .hostcmds import version_line
+
+    out = {}
+    for dist in ("molecule", "ansible-core"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "absent"
+    return {**out, "podman": version_line(("podman", "--version")), "terraform": version_line(("terraform", "version")),
+            "qemu": version_line(("qemu-system-x86_64", "--version"))}
+
+
+def scenario_key(name: str, root: Path = ROOT, descriptors: Path | None = None,
+                 tools: dict[str, str] | None = None) -> str:
+    """sha256 (hex) over the tools' versions (``tools``, default
+    :func:`tool_versions`) and the relative path and bytes of every file of
     :func:`scenario_inputs` (``__pycache__`` and ``*.pyc`` left out), in
-    sorted order; a missing input counts as its name alone."""
+    sorted order; a missing input counts as its name alone.  A descriptor
+    file's path is ``descriptors/...`` wherever its tree lies."""
+    tree = _descriptors(root, descriptors)
+
+    def label(path: Path) -> str:
+        if path.is_relative_to(tree):
+            return "descriptors/" + path.relative_to(tree).as_posix()
+        return path.relative_to(root).as_posix()
+
     digest = hashlib.sha256(name.encode())
+    digest.update(json.dumps(tools if tools is not None else tool_versions(), sort_keys=True).encode())
     files: list[Path] = []
-    for path in scenario_inputs(name, root):
+    for path in scenario_inputs(name, root, tree):
         if path.is_dir():
             files += [p for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts
                       and p.suffix != ".pyc"]
         elif path.is_file():
             files.append(path)
         else:
-            digest.update(f"missing:{path.relative_to(root)}".encode())
-    for path in sorted(files):
-        digest.update(str(path.relative_to(root)).encode() + b"\0")
+            digest.update(f"missing:{label(path)}".encode())
+    for path in sorted(files, key=label):
+        digest.update(label(path).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 

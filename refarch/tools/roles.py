@@ -119,7 +119,7 @@ def molecule_env(loaded: Path | None = None) -> dict[str, str]:
 def _runner_modules() -> set[str]:
     """The package's modules this runner process has loaded (they decide how
     a scenario is run, so they key its record too)."""
-    return {name.split(".")[1] for name in list(sys.modules) if name.startswith("refarch.") and name.count(".") == 1}
+    return {name.partition(".")[2] for name in list(sys.modules) if name.startswith("refarch.")}
 
 
 def _destroy(name: str, log: Path) -> None:

@@ -138,3 +138,47 @@ def test_module_names_and_files_map_both_ways(tree):
     assert rolecache.module_name("refarch/clouds/local.py") == "clouds.local"
     assert rolecache.module_name("refarch/clouds/__init__.py") == "clouds"
     assert rolecache.module_name("refarch/__init__.py") == "__init__"
+
+
+TOOLS = {"molecule": "26.10.0", "ansible-core": "2.19.14", "podman": "podman version 5.4.2",
+         "terraform": "Terraform v1.11.4", "qemu": "QEMU emulator version 7.2.15"}
+
+
+def test_the_key_follows_the_tools_that_run_the_scenario(tree):
+    key = rolecache.scenario_key("openmpi", tree, tools=TOOLS)
+    assert rolecache.scenario_key("openmpi", tree, tools=dict(TOOLS)) == key
+    for tool, other in (("molecule", "26.11.0"), ("ansible-core", "2.20.0"), ("podman", "podman version 5.5.0"),
+                        ("terraform", "Terraform v1.12.0"), ("qemu", "QEMU emulator version 8.0.0")):
+        assert rolecache.scenario_key("openmpi", tree, tools={**TOOLS, tool: other}) != key, tool
+    assert set(rolecache.tool_versions()) == set(TOOLS)
+
+
+def test_the_key_reads_the_descriptor_tree_molecule_runs(tree, tmp_path):
+    """Molecule runs $REFARCH_DESCRIPTORS/ansible: the key hashes that
+    tree, under the same names, not the checkout's descriptors."""
+    import shutil
+
+    other = tmp_path / "other-descriptors"
+    shutil.copytree(tree / "descriptors", other)
+    key = rolecache.scenario_key("openmpi", tree, tools=TOOLS)
+    assert rolecache.scenario_key("openmpi", tree, other, tools=TOOLS) == key
+    (other / "ansible/roles/openmpi/tasks/main.yml").write_text("# the tree Molecule ran changed\n")
+    assert rolecache.scenario_key("openmpi", tree, other, tools=TOOLS) != key
+    assert rolecache.scenario_key("openmpi", tree, tools=TOOLS) == key
+
+
+def test_the_runners_own_modules_at_any_depth_void_a_record(tree):
+    """The runner (refarch.tools.roles, refarch.tools.rolecache) decides how
+    a scenario runs: a change to it reruns the scenario."""
+    from refarch.tools import roles
+
+    runner = roles._runner_modules()
+    assert {"tools.roles", "tools.rolecache"} <= runner
+    key = rolecache.scenario_key("openmpi", tree, tools=TOOLS)
+    modules = _loaded(tree, "tools.roles")
+    assert "refarch/tools/roles.py" in modules
+    rolecache.remember("openmpi", key, "roles-20261205-120000", 30.0, "openmpi.log", modules)
+    assert rolecache.lookup("openmpi", key, root=tree)["run"] == "roles-20261205-120000"
+    (tree / "refarch/tools/roles.py").write_text("# the runner changed\n")
+    assert rolecache.check("openmpi", key, root=tree) == (
+        None, "refarch/tools/roles.py changed since its pass in run roles-20261205-120000")
