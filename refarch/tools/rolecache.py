@@ -65,7 +65,7 @@ COMMON_INPUTS = ["descriptors/ansible/site.yml", "descriptors/ansible/ansible.cf
 MODULE_DATA = {"report.html": "refarch/report/templates"}
 #: The checks Molecule's verify runs on the local platform (resources/verify.yml).
 VERIFY_TESTS = ["tests/integration/__init__.py", "tests/integration/test_nodes.py",
-                "tests/integration/test_cluster.py"]
+                "tests/integration/test_cluster.py", "tests/integration/test_gpu.py"]
 #: The checks the VM scenario's verify runs (REFARCH_MOLECULE_PYTEST).
 VM_TESTS = ["tests/vm"]
 #: Modules every scenario's processes load (the CLI of create/destroy, the

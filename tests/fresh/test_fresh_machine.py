@@ -20,11 +20,12 @@ import pytest
 from refarch import proc
 from refarch.clouds import image
 from refarch.paths import runs_dir
+from refarch.pytest.tools import needs_tool
 from refarch.tools import hostcmds
 from tests.lifecycle.suite import checkout_copy
 
-pytestmark = pytest.mark.skipif(not shutil.which("podman") or not shutil.which("debootstrap"),
-                                reason="needs podman and debootstrap (ci/bootstrap.sh installs them)")
+pytestmark = [needs_tool("podman", "podman (ci/bootstrap.sh installs it)"),
+              needs_tool("debootstrap", "debootstrap (ci/bootstrap.sh installs it)")]
 
 #: The site's extra CA certificates and pip's setting to use the system
 #: bundle are part of this kind of machine (a TLS-intercepting proxy on the

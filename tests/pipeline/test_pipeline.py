@@ -7,7 +7,6 @@ and bootstrap nothing; in the shell executor the bin folders of tox's unit,
 lint and policy environments stand in for the image's tools."""
 
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -15,10 +14,12 @@ import yaml
 
 from refarch.ci import environments, gitlab
 from refarch.paths import ROOT
+from refarch.pytest.tools import needs_tool
 from refarch.tools import pipeline
 
-pytestmark = pytest.mark.skipif(not shutil.which("git") or not pipeline.GITLAB_CI_LOCAL.exists(),
-                                reason="needs git and gitlab-ci-local (tox -e pipeline installs it with npm)")
+pytestmark = [needs_tool("git", "git"),
+              needs_tool("gitlab-ci-local", "gitlab-ci-local (tox -e pipeline installs it with npm)",
+                         present=pipeline.GITLAB_CI_LOCAL.exists())]
 
 MR = {"CI_PIPELINE_SOURCE": "merge_request_event", "CI_MERGE_REQUEST_IID": "7"}
 CLOUD = {"REFARCH_CLOUDS_YAML": "/builds/clouds.yaml"}

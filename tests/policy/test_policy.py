@@ -8,11 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
+from refarch.pytest.tools import needs_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = shutil.which("checkov", path=str(Path(sys.executable).parent)) or shutil.which("checkov")
-pytestmark = pytest.mark.skipif(CHECKOV is None, reason="checkov is not installed (tox -e policy)")
+pytestmark = needs_tool("checkov", "checkov (tox -e policy installs it)", present=CHECKOV is not None)
 
 
 def scan(directory: Path) -> tuple[int, list[tuple[str, str]]]:

@@ -3,7 +3,6 @@ environment records (one test per kind of input), the scheduler's order and
 budget on recorded timings, the release's requirement, GitLab's rules."""
 
 import json
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from refarch.ci import environments, gitlab, release, reuse, schedule
 from refarch.ci.environments import Environment
 from refarch.errors import RefarchError
 from refarch.paths import ROOT
+from refarch.pytest.tools import needs_tool
 from refarch.tools import rolecache
 
 TOOLS = {"python": "3.11.2", "terraform": "Terraform v1.11.4"}
@@ -134,9 +134,8 @@ def test_the_key_changes_with_the_tox_environments_packages(tree):
     assert reuse.tox_packages("teardown", tree) != before != "absent"
 
 
+@needs_tool("git", "git")
 def test_ignored_files_are_not_inputs(tree):
-    if not shutil.which("git"):
-        pytest.skip("needs git")
     subprocess.run(["git", "init", "-q", str(tree)], check=True)
     (tree / ".gitignore").write_text("*.log\n")
     before = key(tree)

@@ -99,3 +99,66 @@ def test_a_scenario_whose_processes_listed_nothing_runs_again_next_time(tmp_path
     roles.run_scenario("common", tmp_path)
     assert "did not list cli, pytest.fixtures: no reuse record" in capsys.readouterr().err
     assert not roles.run_scenario("common", tmp_path).reused_from and len(ran) == 2
+
+
+def _selection(name: str) -> list[str]:
+    """The pytest arguments the scenario's verify runs (resources/verify.yml):
+    REFARCH_MOLECULE_PYTEST, else REFARCH_MOLECULE_FILES (default the node
+    and cluster checks) with -k REFARCH_MOLECULE_CHECKS."""
+    env = yaml.safe_load((roles.MOLECULE_DIR / name / "molecule.yml").read_text())["provisioner"]["env"]
+    if env.get("REFARCH_MOLECULE_PYTEST"):
+        return env["REFARCH_MOLECULE_PYTEST"].split()
+    files = (env.get("REFARCH_MOLECULE_FILES") or "tests/integration/test_nodes.py tests/integration/test_cluster.py")
+    return [*files.split(), "-k", env["REFARCH_MOLECULE_CHECKS"]]
+
+
+@pytest.mark.parametrize("name", roles.scenarios())
+def test_every_scenarios_selection_collects_its_checks(name):
+    """The review's finding: the gpu scenario selected `test_gpu` among the
+    node and cluster checks, which collects nothing.  Each scenario's verify
+    (the gpu one included) collects at least one check, by pytest itself."""
+    import re
+    import subprocess
+    import sys
+
+    from refarch.paths import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "pytest", *_selection(name), "--collect-only", "-q",
+                        "-p", "no:cacheprovider"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    m = re.search(r"^(\d+)(?:/\d+)? tests? collected", r.stdout, re.M)
+    assert m and int(m.group(1)) >= 1, f"{name}: its verify selects no check:\n{r.stdout[-800:]}"
+    if name == "gpu":
+        assert "test_gpu.py::test_gpus_healthy" in r.stdout and "test_nccl_version" in r.stdout
+
+
+def test_the_verify_fails_a_selected_check_that_skipped_unless_the_scenario_says_why():
+    """resources/verify.yml's last assert, rendered by Ansible's own Jinja2
+    filters on recorded pytest output."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from refarch.paths import ROOT
+
+    verify = yaml.safe_load((roles.MOLECULE_DIR / "resources" / "verify.yml").read_text())[0]
+    task = next(t for t in verify["tasks"] if t["name"] == "No selected check skipped instead of running")
+    out = ["tests/integration/test_nodes.py ..s", "SKIPPED [2] tests/integration/test_nodes.py:244: profile local: "
+           "sshfs share is not root-squashed", "2 passed, 2 skipped in 3.1s"]
+    play = [{"hosts": "localhost", "gather_facts": False, "connection": "local", "vars": {
+        "refarch_run_id": "hvd-x", "refarch_verify": {"stdout_lines": out}}, "tasks": [
+        {**task, "vars": {**task["vars"], "refarch_may_skip": "{{ may_skip }}"}}]}]
+    playbook = str(Path(sys.executable).with_name("ansible-playbook"))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "play.yml"
+        path.write_text(yaml.safe_dump(play))
+        results = {}
+        for may_skip in ("", "share is not root-squashed"):
+            r = subprocess.run([playbook, "-i", "localhost,", str(path), "-e", f"may_skip='{may_skip}'"],
+                               capture_output=True, text=True, cwd=ROOT, timeout=120,
+                               env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+            results[may_skip] = (r.returncode, r.stdout)
+    rc, stdout = results[""]
+    assert rc != 0 and "checks of the role skipped instead of running (run hvd-x)" in stdout
+    assert "sshfs share is not root-squashed" in stdout
+    assert results["share is not root-squashed"][0] == 0, results["share is not root-squashed"][1][-800:]

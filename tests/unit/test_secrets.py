@@ -12,7 +12,6 @@ on the command line (rejected before anything is made).
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from openstack.identity.v3 import application_credential, domain, project, role,
 from refarch.clouds import openstack_project as osproject
 from refarch.judge import results as results_mod
 from refarch.paths import ROOT
+from refarch.pytest.tools import needs_tool
 from refarch.run import RunDir
 from refarch.tools.terraform import Terraform
 
@@ -79,7 +79,7 @@ def test_application_credential_secret_stays_in_clouds_yaml(rundir, capsys, capl
     assert _leaks(rundir.path) == []
 
 
-@pytest.mark.skipif(not shutil.which("terraform"), reason="terraform is not installed")
+@needs_tool("terraform", "terraform (ci/bootstrap.sh installs it)")
 def test_sensitive_terraform_variable_reaches_no_log(rundir, capsys, caplog):
     tf = Terraform(rundir.terraform_dir, "local", rundir.logs / "terraform.log",
                    source=Path(__file__).parent / "data" / "canary")

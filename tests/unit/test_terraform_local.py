@@ -7,8 +7,9 @@ import pytest
 import tftest
 
 from refarch.paths import TERRAFORM_DIR
+from refarch.pytest.tools import needs_tool
 
-pytestmark = pytest.mark.skipif(not shutil.which("terraform"), reason="terraform is not installed")
+pytestmark = needs_tool("terraform", "terraform (ci/bootstrap.sh installs it)")
 
 
 @pytest.fixture(scope="module")
