@@ -290,6 +290,54 @@ FAULTS: tuple[Fault, ...] = (
           revert=lambda c: c.sh(c.node(1), "pkill -f 'http.server 8099'; sleep 1", check=False),
           checks="test_listening_sockets_allowed", must_fail=("test_listening_sockets_allowed[{n1}]",),
           message=r"{n1}: listening beyond the allow-list .*tcp/8099"),
+    Fault("password-exposed", "PasswordAuthentication yes on one node, seen from the admins' network",
+          report_kind="password login offered to the network on one node: brute-force exposure",
+          inject=lambda c: c.sh(c.node(1), "echo 'PasswordAuthentication yes' > /etc/ssh/sshd_config.d/00-fault.conf"
+                                " && systemctl reload ssh"),
+          revert=lambda c: c.sh(c.node(1), "rm -f /etc/ssh/sshd_config.d/00-fault.conf && systemctl reload ssh"),
+          checks="test_property and exposure", judges_figures=True,
+          must_fail=("test_property[exposure.password_auth_nodes]",),
+          message=r"exposure\.password_auth_nodes = 1 nodes \({n1} \(password[^)]*\) offered to the admin probe\) "
+                  r"is above the upper bound 0",
+          state=files_state("/etc/ssh/sshd_config.d/00-fault.conf", node=1)),
+    Fault("hosts-rewritten", "a second manager rewrites a file the playbook manages on one node (cloud-init's "
+                             "manage_etc_hosts on /etc/hosts)",
+          report_kind="two configuration managers fight over a file: every playbook run changes it again",
+          inject=lambda c: c.sh(c.node(1), backup("/etc/hosts")
+                                + f" && {{ cat /etc/hosts; echo '127.0.1.1 {c.node(1)}.localdomain {c.node(1)}'; }}"
+                                " > /root/hosts.cloud-init && (setsid sh -c 'while :; do cat /root/hosts.cloud-init"
+                                " > /etc/hosts; sleep 1; done # refarch-fault-hosts' >/dev/null 2>&1 </dev/null &)"
+                                " && sleep 2"),
+          revert=lambda c: c.sh(c.node(1), "pkill -f 'refarch-fault-host[s]'; sleep 1; cat /etc/hosts.refarch-fault"
+                                " > /etc/hosts && rm -f /etc/hosts.refarch-fault /root/hosts.cloud-init"),
+          checks="test_playbook_idempotent", must_fail=("test_playbook_idempotent",),
+          message=r"second playbook run changed tasks on \{{'{n1}': \d+\}}: \{{'{n1}': \[[^]]*'common : Write the "
+                  r"hosts file so every node resolves every other by name'",
+          state=files_state("/etc/hosts", node=1)),
+    Fault("slow-cycle", "Horovod's cycle time set to 1 s and tensor fusion off on every node (TCP intact)",
+          report_kind="a mis-tuned Horovod (HOROVOD_CYCLE_TIME, fusion off): every allreduce waits, nothing errors",
+          inject=lambda c: c.sh_every_node(backup("/etc/profile.d/horovod.sh") + " && echo 'export HOROVOD_CYCLE_TIME"
+                                           "=1000 HOROVOD_FUSION_THRESHOLD=0' >> /etc/profile.d/horovod.sh"),
+          revert=lambda c: c.sh_every_node(restore("/etc/profile.d/horovod.sh")),
+          checks="test_property and busbw_to_tcp", judges_figures=True,
+          must_fail=("test_property[communication.busbw_to_tcp]",),
+          message=r"communication\.busbw_to_tcp = [\d.]+ ratio \({n0}-{n1}: allreduce busbw [\d.]+ GB/s at \d+ MiB, "
+                  r"raw TCP [\d.]+ GB/s\) is below the lower bound 0\.08",
+          source="measured before: busbw_to_tcp 0.0156 (allreduce 0.07 GB/s at 64 MiB, raw TCP 4.31 GB/s); "
+                 "np=1 alone slowed too (16.0 against 31.6 images/sec in rounds), so efficiency is an error there",
+          state=files_state("/etc/profile.d/horovod.sh")),
+    Fault("slow-link", "one node's sending rate limited to 500 Mbit/s (TCP intact, nothing dropped)",
+          report_kind="a rate-limited link between nodes (a bandwidth QoS rule, an oversubscribed port): "
+                      "training crawls across nodes, nothing errors",
+          inject=lambda c: c.netns(c.node(1), "tc", "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", "500mbit",
+                                   "burst", "256kbit", "latency", "50ms"),
+          revert=lambda c: c.netns(c.node(1), "tc", "qdisc", "del", "dev", "eth0", "root"),
+          checks="test_property and efficiency", judges_figures=True,
+          must_fail=("test_property[scaling.efficiency]",),
+          message=r"scaling\.efficiency = [\d.]+ ratio .* is below the lower bound 0\.35",
+          source="measured before: efficiency 0.2334 (np=2 16.3 images/sec, np=1 34.9 from the rounds)",
+          state=lambda c: {f"{c.node(1)}: tc qdisc": c.netns(c.node(1), "tc", "qdisc", "show", "dev",
+                                                             "eth0").stdout.strip()}),
     Fault("ca-untrusted", "the extra CA certificates are gone from one node's bundle (pip would fail TLS)",
           report_kind="a node without the extra CA certificates: pip fails TLS",
           inject=lambda c: c.sh(c.node(1), "mkdir -p /root/.refarch-ca && mv /usr/local/share/ca-certificates/refarch-*"

@@ -36,7 +36,11 @@ def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
     """(columns, rows): columns are the node names plus "cluster"; each row
     is a check name with {column: outcome} ("passed", "failed", "error",
     "skipped") from the test ids (``test_x[node2]`` is node2's cell,
-    ``test_y`` the cluster's)."""
+    ``test_y`` the cluster's), and ``proven_by``: the live fault cases that
+    fail it, or why none can (:func:`refarch.faults.coverage.matrix`)."""
+    from ..faults import coverage
+
+    proven = coverage.matrix()
     nodes = [n["name"] for n in results.get("nodes", [])]
     rows: dict[str, dict] = {}
     for check in results.get("checks", []):
@@ -46,7 +50,7 @@ def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
         m = re.fullmatch(r"(\w+)\[(.+)\]", name)
         test, param = (m.group(1), m.group(2)) if m else (name, "cluster")
         column = param if param in nodes else "cluster"
-        rows.setdefault(test, {"check": test, "cells": {}, "messages": []})
+        rows.setdefault(test, {"check": test, "cells": {}, "messages": [], "proven_by": proven.get(test, [])})
         rows[test]["cells"][column] = check["outcome"]
         if check.get("message") and check["outcome"] in ("failed", "error"):
             rows[test]["messages"].append(check["message"][:300])
@@ -111,10 +115,13 @@ def render(results_file: Path, out: Path | None = None) -> Path:
     """
     results = json.loads(Path(results_file).read_text(encoding="utf-8"))
     out = out or Path(results_file).with_name(RunDir.REPORT)
+    from ..faults import coverage
+
     columns, rows = check_matrix(results)
     phases = results.get("phases_s", {})
     html = _env().get_template("report.html.j2").render(
         r=results, verdict=verdict(results), columns=columns, rows=rows, scaling_svg=scaling_svg(results),
+        proven=coverage.matrix(),
         phases=phases, phase_max=max(phases.values(), default=1) or 1,
         elastic=[(k, v) for k, v in sorted((results.get("availability") or {}).items()) if k.startswith("elastic")])
     out.write_text(html, encoding="utf-8")

@@ -124,3 +124,14 @@ def test_the_page_has_a_timeline_per_failure_mode(tmp_path):
     assert "<td>partition</td><td>node2</td>" in table
     assert "first step at world size 1 <b>30.9</b>" in table and "first step at world size 2 <b>66.0</b>" in table
     assert "Process 0 exit with status code 255." in table
+
+
+def test_the_page_says_which_fault_cases_prove_each_check_and_property(tmp_path):
+    """The fault-coverage matrix (refarch.faults.coverage) beside the run's
+    checks and properties."""
+    results = tmp_path / "results.json"
+    shutil.copy(RECORDED, results)
+    _, rows = report.check_matrix(json.loads(RECORDED.read_text()))
+    assert next(r for r in rows if r["check"] == "test_sshd_effective_settings")["proven_by"] == ["F6"]
+    html = report.render(results).read_text()
+    assert "proven by (fault cases)" in html and "<td class=\"small\">F6</td>" in html
