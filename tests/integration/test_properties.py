@@ -179,7 +179,12 @@ def exposure_scans(cluster, results) -> dict:
     probe_subnet = cluster.rundir.read_meta().get("probe_subnet")
     table = contract.network_policy.get("table")
     if not probe_subnet or not table:
-        pytest.skip("not run: the cluster was deployed without a probe subnet or network policy (older run)")
+        # A local cluster without them cannot be surveyed: a defect of its
+        # deployment (or of a suite too old for it), never a skip.
+        missing = " and ".join(what for what, have in (("a probe subnet (run.json)", probe_subnet),
+                                                        ("a network policy table (contract)", table)) if not have)
+        pytest.fail(f"run {cluster.run_id} has no {missing}: the exposure survey cannot run; deploy it again "
+                    "with this suite")
     probes = exposure.plan_probes(cluster.run_id, localcloud.probe_ranges(probe_subnet))
     nodes = {n.address: n.name for n in contract.nodes}
     exposure.remove_probes(cluster.run_id)  # what an interrupted scan of this run left

@@ -50,3 +50,24 @@ def test_bounds_follow_from_the_measured_figures(prop_id):
             f"{prop_id}: {bound} is {value}, the rule ({rule['of']} {base} x {rule['times']}) gives {want:.4g}")
         loose = (value / base if bound in ("upper", "warn_above") else base / value) if base and value else 1
         assert loose <= 10 or rule.get("why"), f"{prop_id}: {bound} {value} is {loose:.0f}x the measured {base}: say why"
+
+
+def _averaging():
+    return {pid: cal["averaging"] for pid, cal in _calibration().items() if "averaging" in cal}
+
+
+@pytest.mark.parametrize("prop_id", sorted(_averaging()))
+def test_a_bound_meant_to_catch_training_without_averaging_lies_between_both_distributions(prop_id):
+    """Measured side by side with and without gradient averaging (FAULTS
+    F10): a property that says it separates them has its failing bound
+    strictly between the two; one that cannot says why."""
+    both = _averaging()[prop_id]
+    assert len(both["with"]) >= 5 and len(both["without"]) >= 5, f"{prop_id}: fewer than 5 jobs a side"
+    if not both["separates"]:
+        assert both.get("why"), f"{prop_id}: does not separate the two and says no why"
+        return
+    ref = _bounded()[prop_id].reference
+    if ref.upper is not None:
+        assert max(both["with"]) < ref.upper < min(both["without"]), (prop_id, ref.upper)
+    else:
+        assert min(both["with"]) > ref.lower > max(both["without"]), (prop_id, ref.lower)

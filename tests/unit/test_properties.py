@@ -79,7 +79,7 @@ def test_diverged_ranks_and_loss_gap():
      r"properties\.scaling\.speed: unknown property"),
     ({"properties.scaling.efficiency.unit": "percent"}, r"unit 'percent', measured in 'ratio'"),
     ({"properties.scaling.efficiency.reference": {"target": 0.5}}, r"needs a lower or an upper bound"),
-    ({"properties.convergence.loss_gap.reference.lower": 0.5}, r"lower 0.5 is above upper 0.25"),
+    ({"properties.convergence.loss_gap.reference.lower": 0.5}, r"lower 0.5 is above upper 0.15"),
 ])
 def test_bad_properties_are_one_line_profile_errors(override, message):
     with pytest.raises(ProfileError, match=message):
@@ -188,7 +188,7 @@ def test_junit_gets_the_figure_and_its_reference(tmp_path):
     test_properties.test_property("convergence.loss_gap", request, load_profile("local"),
                                   Results("r", "local", "local"), SimpleNamespace(run_id="r"))
     props = dict(node.user_properties)
-    assert props["verdict"] == "pass" and props["unit"] == "ratio" and '"upper":0.25' in props["reference"]
+    assert props["verdict"] == "pass" and props["unit"] == "ratio" and '"upper":0.15' in props["reference"]
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), None])
