@@ -127,10 +127,9 @@ def with_table(text: str, root: Path = ROOT) -> str:
     Raises:
         ValueError: ``text`` lacks the markers.
     """
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md has no {TABLE_START} ... {TABLE_END} block")
-    return text[:start] + f"{TABLE_START}\n{table(root)}\n" + text[end:]
+    from .readme import between_markers
+
+    return between_markers(text, TABLE_START, TABLE_END, table(root))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -87,16 +87,26 @@ def readme_block(text: str) -> str | None:
     return text[start + len(TABLE_START):end].strip()
 
 
+def between_markers(text: str, start_marker: str, end_marker: str, body: str) -> str:
+    """``text`` (README.md) with ``body`` between ``start_marker`` and
+    ``end_marker`` (each generated table of README keeps its own pair).
+
+    Raises:
+        ValueError: ``text`` lacks the markers.
+    """
+    start, end = text.find(start_marker), text.find(end_marker)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {start_marker} ... {end_marker} block")
+    return text[:start] + f"{start_marker}\n{body}\n" + text[end:]
+
+
 def with_table(text: str) -> str:
     """``text`` (README.md) with :func:`readme_table` between its markers.
 
     Raises:
         ValueError: ``text`` lacks the markers.
     """
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md has no {TABLE_START} ... {TABLE_END} block")
-    return text[:start] + f"{TABLE_START}\n{readme_table()}\n" + text[end:]
+    return between_markers(text, TABLE_START, TABLE_END, readme_table())
 
 
 def main(argv: list[str] | None = None) -> int:
