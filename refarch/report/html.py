@@ -32,15 +32,16 @@ def _env() -> jinja2.Environment:
     return jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True)
 
 
-def check_matrix(results: dict) -> tuple[list[str], list[dict]]:
+def check_matrix(results: dict, proven: dict[str, list[str]] | None = None) -> tuple[list[str], list[dict]]:
     """(columns, rows): columns are the node names plus "cluster"; each row
     is a check name with {column: outcome} ("passed", "failed", "error",
     "skipped") from the test ids (``test_x[node2]`` is node2's cell,
     ``test_y`` the cluster's), and ``proven_by``: the live fault cases that
-    fail it, or why none can (:func:`refarch.faults.coverage.matrix`)."""
+    fail it, or why none can (``proven``, default
+    :func:`refarch.faults.coverage.matrix`)."""
     from ..faults import coverage
 
-    proven = coverage.matrix()
+    proven = coverage.matrix() if proven is None else proven
     nodes = [n["name"] for n in results.get("nodes", [])]
     rows: dict[str, dict] = {}
     for check in results.get("checks", []):
@@ -117,11 +118,12 @@ def render(results_file: Path, out: Path | None = None) -> Path:
     out = out or Path(results_file).with_name(RunDir.REPORT)
     from ..faults import coverage
 
-    columns, rows = check_matrix(results)
+    proven = coverage.matrix()
+    columns, rows = check_matrix(results, proven)
     phases = results.get("phases_s", {})
     html = _env().get_template("report.html.j2").render(
         r=results, verdict=verdict(results), columns=columns, rows=rows, scaling_svg=scaling_svg(results),
-        proven=coverage.matrix(),
+        proven=proven,
         phases=phases, phase_max=max(phases.values(), default=1) or 1,
         elastic=[(k, v) for k, v in sorted((results.get("availability") or {}).items()) if k.startswith("elastic")])
     out.write_text(html, encoding="utf-8")
