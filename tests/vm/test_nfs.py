@@ -5,13 +5,11 @@ suite's own storage checks against the VMs, the volume under the export, a
 client mounting the share again after a reboot.  Each property here can
 fail: test_a_missing_root_squash_is_named breaks the export on purpose."""
 
-import subprocess
-import sys
 import time
 
 from refarch.clouds import vm
 from refarch.judge import checks
-from refarch.paths import ROOT
+from tests.vm.suite import node_checks
 
 EXPORT, MOUNT, USER = "/srv/shared", "/shared", "hvd"
 REQUIRED = ["rw", "sync", "root_squash"]
@@ -40,13 +38,7 @@ def storage_checks(vm_run, junit) -> tuple[bool, str, list[str]]:
     """tests/integration's storage checks against the VMs in existing-hosts
     mode with the OpenStack profile's expectations: (all passed and none
     skipped, pytest's output, its FAILED/ERROR lines with their messages)."""
-    r = subprocess.run([sys.executable, "-m", "pytest", "tests/integration/test_nodes.py", "--existing-hosts",
-                        str(vm_run.path / "inventory.yml"), "--profile", "openstack-v100", "-k", "test_shared_storage",
-                        "-p", "no:cacheprovider", "-q", "-rfEs", f"--junitxml={junit}"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=900)
-    failed = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR", "E   "))]
-    passed = r.returncode == 0 and " passed" in r.stdout and "skipped" not in r.stdout.splitlines()[-1]
-    return passed, r.stdout, failed
+    return node_checks(vm_run, junit, "test_shared_storage")
 
 
 def test_the_suites_storage_checks_pass_against_the_vms(vm_run, tmp_path):
