@@ -8,12 +8,10 @@ The catalogue (:mod:`.catalogue`) pairs them into fault cases.
 from __future__ import annotations
 
 import ipaddress
-import os
 import subprocess
 import sys
 
 from .. import proc
-from ..clouds.drivers import FAULT_DRIVER_ENV
 from ..judge import neighbour
 from ..run import RunDir
 from .base import FaultContext, backup, restore
@@ -196,45 +194,6 @@ def sftp_back(ctx: FaultContext) -> None:
                         "&& exit 0; sleep 1; done; echo '/shared still unusable 15 s after sftp came back' >&2; exit 1")
 
 
-LAUNCHER = "/usr/local/bin/horovodrun-elastic"
-
-
-def stop_ignored(ctx: FaultContext) -> None:
-    """The checks' child pytest gets a cloud driver whose stop does nothing
-    (refarch.clouds.drivers.StopIgnored): set in this process's environment, which
-    the child inherits."""
-    os.environ[FAULT_DRIVER_ENV] = "stop-ignored"
-
-
-def stop_carried_out(ctx: FaultContext) -> None:
-    os.environ.pop(FAULT_DRIVER_ENV, None)
-
-
-def no_cooldown(ctx: FaultContext) -> None:
-    """Every node's elastic launcher loses --blacklist-cooldown-range:
-    Horovod then blacklists a failed host for good."""
-    ctx.sh_every_node(f"{backup(LAUNCHER)} && sed -i '/--blacklist-cooldown-range/d' {LAUNCHER}")
-
-
-def cooldown_back(ctx: FaultContext) -> None:
-    ctx.sh_every_node(restore(LAUNCHER))
-
-
-#: The training user's SSH client settings that bound an elastic job's wait
-#: on a silent node (the horovod role).
-SSH_ELASTIC = "/etc/ssh/ssh_config.d/60-horovod-elastic.conf"
-
-
-def no_ssh_alive(ctx: FaultContext) -> None:
-    """Every node loses the SSH client settings that end a session to a
-    node that stopped answering (OpenSSH's defaults come back)."""
-    ctx.sh_every_node(f"{backup(SSH_ELASTIC)} && rm -f {SSH_ELASTIC}")
-
-
-def ssh_alive_back(ctx: FaultContext) -> None:
-    ctx.sh_every_node(restore(SSH_ELASTIC))
-
-
 #: Where F4 keeps the node's own TensorFlow while another one is installed.
 _TF_ASIDE = "/root/refarch-fault-tensorflow"
 
@@ -306,3 +265,39 @@ def revert_tf(ctx: FaultContext) -> None:
     """2.14.1 uninstalled, the node's own TensorFlow moved back."""
     ctx.sh(ctx.node(1), "/opt/horovod/bin/pip uninstall -q -y tensorflow-cpu")
     _tf_stash(ctx, "back")
+
+
+#: The second link of :func:`peer_route`, on each of the first two nodes.
+SIDE_LINK = "rfside0"
+
+
+def peer_route(ctx: FaultContext) -> None:
+    """Inject: a second link between the first two nodes (a veth pair: a
+    second port on another network) and on each a host route that sends the
+    other's cluster address over it.  Every socket still binds the cluster
+    address on the cluster interface; its packets leave by the second link."""
+    first, second = ctx.node(0), ctx.node(1)
+    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", ctx.container(second)], timeout_s=30).stdout.strip()
+    ctx.netns(first, "ip", "link", "add", SIDE_LINK, "type", "veth", "peer", "name", SIDE_LINK, "netns", pid)
+    for node, peer in ((first, second), (second, first)):
+        ctx.netns(node, "ip", "link", "set", SIDE_LINK, "up")
+        ctx.netns(node, "ip", "route", "add", f"{ctx.contract.node(peer).address}/32", "dev", SIDE_LINK)
+
+
+def peer_route_revert(ctx: FaultContext) -> None:
+    """Delete the veth pair of :func:`peer_route` (both ends and their routes)."""
+    ctx.netns(ctx.node(0), "ip", "link", "del", SIDE_LINK)
+
+
+def routes_state(ctx: FaultContext) -> dict[str, str]:
+    """The first two nodes' links and routes (``ip -o link``, ``ip route``)."""
+    return {f"{node}: {what}": ctx.netns(node, "ip", *cmd).stdout.strip()
+            for node in (ctx.node(0), ctx.node(1))
+            for what, cmd in (("links", ("-o", "link", "show")), ("routes", ("route", "show")))}
+
+
+#: A host firewall on the first node that admits what the cluster needs and
+#: has no rule for loopback: what a node sends to 127.0.0.1 is dropped.
+LOOPBACK_DROP = ("add table inet refarch_fault_lo; "
+                 "add chain inet refarch_fault_lo input { type filter hook input priority 0; policy accept; }; "
+                 "add rule inet refarch_fault_lo input iif lo ip saddr 127.0.0.0/8 drop")

@@ -51,13 +51,18 @@ class PathReport:
     reachable: bool
     path_mtu: int
     loss_pct: float
+    #: The interface the source's routing table sends ``address`` out of
+    #: (``ip route get``), "" when not looked up.
+    route_interface: str = ""
 
     def problem(self) -> str:
         """The root cause in one line (``"node1 -> node2 (10.0.0.2): packets above
         1400 bytes vanish ..."``), or "" for a healthy path."""
         pair = f"{self.source} -> {self.target} ({self.address})"
         if not self.reachable:
-            return f"{pair}: unreachable on the cluster network ({LOSS_PINGS} of {LOSS_PINGS} pings lost)"
+            elsewhere = (f": {self.source}'s route to {self.address} leaves by {self.route_interface}, not "
+                         f"{self.interface}" if self.route_interface not in ("", self.interface) else "")
+            return f"{pair}: unreachable on the cluster network ({LOSS_PINGS} of {LOSS_PINGS} pings lost){elsewhere}"
         if self.path_mtu < self.interface_mtu:
             return (f"{pair}: packets above {self.path_mtu} bytes vanish (path MTU blackhole): the largest "
                     f"don't-fragment ping that passes is {self.path_mtu - ICMP_OVERHEAD} bytes of payload, "
@@ -99,6 +104,13 @@ def largest_passing(passes, low: int, high: int) -> int:
     return good
 
 
+def route_interface(route_get: str) -> str:
+    """The interface in ``ip -o route get ADDRESS``'s output (``"10.0.0.3 dev
+    eth0 src 10.0.0.2 uid 0"`` -> ``"eth0"``), "" when it names none."""
+    words = route_get.split()
+    return words[words.index("dev") + 1] if "dev" in words[:-1] else ""
+
+
 def probe_path(host, source: str, target: str, address: str, interface: str) -> PathReport:
     """Probe the path from ``host`` (node ``source``) to ``target`` at
     ``address`` over ``interface``: loss of 20 small pings 50 ms apart,
@@ -118,7 +130,8 @@ def probe_path(host, source: str, target: str, address: str, interface: str) -> 
                              "node_packages: the common role installs it)")
         loss = parse_ping_loss(r.stdout + r.stderr)
         if loss >= 100.0:
-            return PathReport(source, target, address, interface, mtu, False, 0, loss)
+            route = route_interface(host.run(f"ip -o route get {address}").stdout)
+            return PathReport(source, target, address, interface, mtu, False, 0, loss, route)
 
         def passes(packet: int) -> bool:
             # Two tries: one packet lost by chance is no smaller path MTU.

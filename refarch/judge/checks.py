@@ -198,6 +198,19 @@ def cause_line(output: str) -> str:
     return pick[-1][-300:] if pick else ""
 
 
+def gloo_bind_hint(output: str) -> str:
+    """Why Gloo could not bind, when its output says so ("Unable to find
+    address for node1; bind(2) for [10.0.0.2] failed"): Gloo binds the
+    address its node's hostname resolves to, so a node whose hostname
+    resolves to another node's address (two nodes with one hostname, a stale
+    name) cannot; "" otherwise."""
+    m = re.search(r"Unable to find address for (\S+?); bind\(2\) for \[([^\]]+)\] failed", output)
+    if not m:
+        return ""
+    return (f"a rank's node calls itself {m[1]} and {m[1]} resolves to {m[2]}, an address that node lacks "
+            "(two nodes with one hostname, or a stale name)")
+
+
 def root_cause(output: str) -> str:
     """The first line of ``output`` that matches :data:`ROOT_CAUSE_PATTERNS`
     (in their order of precedence), stripped; ``""`` when none matches."""

@@ -24,16 +24,34 @@ def _steps(text: str) -> list[dict]:
     return checks.tagged(text, "REFARCH_STEP")
 
 
+def step_resets(steps: list[dict]) -> list[tuple[int, int]]:
+    """Where rank 0's step count went back after a reset: (the highest step
+    trained before, the step it trained next), in the order seen; the
+    restored state is the last commit, so the second is that commit's step."""
+    resets, high, previous = [], -1, -1
+    for entry in steps:
+        if entry["step"] <= previous:
+            resets.append((high, entry["step"]))
+        high, previous = max(high, entry["step"]), entry["step"]
+    return resets
+
+
 def steps_repeated(steps: list[dict]) -> int:
     """The most steps trained twice after a reset: when rank 0's step count
     goes back from ``s`` to ``r`` (restored from the last commit), steps
     r..s were repeated (s - r + 1)."""
-    worst, high = 0, -1
-    for entry in steps:
-        if entry["step"] <= high:
-            worst = max(worst, high - entry["step"] + 1)
-        high = max(high, entry["step"])
-    return worst
+    return max((high - back + 1 for high, back in step_resets(steps)), default=0)
+
+
+def worker_setting(host, user: str, until: str, name: str) -> str:
+    """The value of environment variable ``name`` in a running worker of the
+    elastic job whose until-file is ``until`` on ``host`` ("" when no worker
+    runs there or it lacks the variable): what the ranks really got, after
+    the launcher and horovodrun had their say."""
+    r = run_as(host, user, f"for p in $(pgrep -u {user} -f -- '{_job_pattern(until)}'); do "
+                           f"tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | sed -n 's/^{name}=//p' | grep . "
+                           "&& break; done", timeout_s=30)
+    return r.stdout.strip().splitlines()[0] if r.stdout.strip() else ""
 
 
 @pytest.fixture(scope="session")
@@ -151,6 +169,7 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
             wait_until(f"elastic job trains at world size {n}", lambda: step_where(
                 lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
             # The victim stays listed: the survivors must notice the failure.
+            gloo_timeout = worker_setting(node1, user, until, "HOROVOD_GLOO_TIMEOUT_SECONDS")
             t_stop = node_clock(node1)
             events.append(("failed", t_stop))
             failed = True
@@ -214,7 +233,8 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
     run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
            "down_after_stop_s": round(down_s, 1), "failure_seen": failure_seen,
            "rejoin_s": round(grown["t"] - t_back, 2) if grown else None, "rejoin_error": rejoin_error,
-           "steps_repeated": steps_repeated(steps),
+           "steps_repeated": steps_repeated(steps), "step_resets": step_resets(steps),
+           "gloo_timeout_s": float(gloo_timeout) if gloo_timeout else None,
            "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
            "log": str(local_log), "mode": mode,
            "timeline": timeline(events, t_stop, text)}

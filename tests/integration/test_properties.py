@@ -123,8 +123,9 @@ def _recovery_of(mode: str):
     def measure(request) -> Measurement:
         run = _elastic(request, mode)
         how = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
+        gloo = f"; the survivors' Gloo timeout {run['gloo_timeout_s']:g} s" if run.get("gloo_timeout_s") else ""
         return Measurement(run["recovery_s"], run, f" ({run['victim']} {how} while listed; world sizes "
-                                                   f"{run['world_sizes']}; seen: {run['failure_seen'][0]})")
+                                                   f"{run['world_sizes']}; seen: {run['failure_seen'][0]}{gloo})")
     return measure
 
 
@@ -149,7 +150,9 @@ for _id, _mode in properties.FAILURE_MODE_OF.items():
 @measures("availability.steps_repeated")
 def _repeated(request) -> Measurement:
     run = _elastic(request)
-    return Measurement(run["steps_repeated"], run, f" (commit every {request.getfixturevalue('profile').availability.commit_every} steps)")
+    every = request.getfixturevalue("profile").availability.commit_every
+    resets = "; ".join(f"rank 0 went back from step {high} to {back}" for high, back in run.get("step_resets", []))
+    return Measurement(run["steps_repeated"], run, f" (commit every {every} steps{'; ' + resets if resets else ''})")
 
 
 @measures("communication.busbw_to_tcp")

@@ -4,7 +4,7 @@ gradients cross the cluster interface.  The workloads are session fixtures
 
 import pytest
 
-from refarch.pytest.workloads import MIN_BYTES_PER_STEP
+from refarch.pytest.workloads import MIN_BYTES_PER_STEP, routes_elsewhere
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("smoke")]
 
@@ -37,7 +37,8 @@ def test_training_used_the_cluster_interface(training_runs, cluster, hosts, prof
     for host_name, moved in sorted(run.get("cluster_iface_bytes", {}).items()):
         if moved < steps * MIN_BYTES_PER_STEP:
             wrong.append(f"{host_name}: its cluster interface carried {moved / 1e6:.1f} MB during np={n} "
-                         f"({steps} steps; at least {steps * MIN_BYTES_PER_STEP / 1e6:.0f} MB expected)")
+                         f"({steps} steps; at least {steps * MIN_BYTES_PER_STEP / 1e6:.0f} MB expected)"
+                         + "".join(f": {where}" for where in routes_elsewhere(hosts, cluster, host_name)))
     for host_name, iface in zip(run["hosts"], run["gloo_ifaces"], strict=True):
         address = cluster.contract.node(host_name).address
         want = hosts[host_name].check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'")
@@ -46,10 +47,18 @@ def test_training_used_the_cluster_interface(training_runs, cluster, hosts, prof
     assert not wrong, "; ".join(wrong)
 
 
-def test_scaling_table(scaling_runs, profile):
+def test_scaling_table(scaling_runs, profile, cluster):
     """Every (batch size, world size) of the profile trained with one rank
-    on each of the first world-size nodes and reported images/sec."""
-    wrong = [f"batch {r['batch_size']} np={r['world_size']}: ranks on {r['hosts']}"
-             for r in scaling_runs if len(set(r["hosts"])) != r["world_size"] or r["images_per_sec"] <= 0]
+    on each of the first world-size nodes (as the ranks' hostnames tell) and
+    reported images/sec."""
+    names, wrong = cluster.contract.node_names, []
+    for r in scaling_runs:
+        w, distinct = r["world_size"], len(set(r["hosts"]))
+        if distinct != w:
+            wrong.append(f"batch {r['batch_size']} np={w}: {w} ranks reported {distinct} host"
+                         f"{'s' if distinct != 1 else ''} ({r['hosts']}) on {','.join(f'{n}:1' for n in names[:w])}: "
+                         "two ranks on one node, or nodes that share a hostname")
+        if r["images_per_sec"] <= 0:
+            wrong.append(f"batch {r['batch_size']} np={w}: {r['images_per_sec']} images/sec")
     assert {(r["batch_size"], r["world_size"]) for r in scaling_runs} == set(profile.scaling_points())
     assert not wrong, "; ".join(wrong)

@@ -32,6 +32,7 @@ def test_steps_repeated_after_a_restore():
     steps = [{"step": s} for s in (0, 1, 2, 3, 4, 5, 6, 3, 4, 5, 6, 7)]
     assert elastic.steps_repeated(steps) == 4  # 3..6 trained twice
     assert elastic.steps_repeated([{"step": s} for s in range(5)]) == 0
+    assert elastic.step_resets(steps) == [(6, 3)]
 
 
 def _judge(prop_id, **fixtures):
@@ -59,6 +60,13 @@ def test_more_steps_repeated_than_the_commit_interval_fail():
     with pytest.raises(AssertionError, match=r"availability.steps_repeated = 25 steps \(commit every 10 steps\) "
                                              r"is above the upper bound 10"):
         _judge("availability.steps_repeated", elastic_runs=lambda mode: {**ELASTIC, "steps_repeated": 25})
+
+
+def test_repeated_steps_name_where_rank_0_went_back():
+    with pytest.raises(AssertionError, match=r"steps_repeated = 25 steps \(commit every 10 steps; rank 0 went back "
+                                             r"from step 24 to 0\)"):
+        _judge("availability.steps_repeated",
+               elastic_runs=lambda mode: {**ELASTIC, "steps_repeated": 25, "step_resets": [(24, 0)]})
 
 
 def test_a_slow_recovery_fails():

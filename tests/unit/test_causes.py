@@ -58,6 +58,7 @@ class BlackholeNode:
 
     def __init__(self, largest, lost=0, mtu=1500):
         self.largest, self.lost, self.mtu, self.commands = largest, lost, mtu, []
+        self.route = "eth0"
 
     def sudo(self):
         from contextlib import nullcontext
@@ -69,6 +70,9 @@ class BlackholeNode:
 
     def run(self, command):
         self.commands.append(command)
+        if command.startswith("ip -o route get "):
+            return SimpleNamespace(rc=0, stdout=f"{command.split()[-1]} dev {self.route} src 10.213.0.10 uid 0 \\"
+                                                "    cache ", stderr="")
         if "-M do" in command:
             size = int(command.split(" -s ")[1].split()[0]) + causes.ICMP_OVERHEAD
             return SimpleNamespace(rc=0 if size <= self.largest else 1, stdout="", stderr="")
@@ -94,8 +98,18 @@ def test_a_healthy_path_takes_one_full_size_probe():
 def test_loss_and_unreachable_paths():
     assert "3 % of 20" not in causes.probe_path(BlackholeNode(1500, lost=1), "a", "b", "x", "eth0").problem()
     assert "10 % of 20 pings lost" in causes.probe_path(BlackholeNode(1500, lost=2), "a", "b", "x", "eth0").problem()
-    assert "unreachable on the cluster network" in causes.probe_path(
-        BlackholeNode(1500, lost=20), "a", "b", "x", "eth0").problem()
+    assert causes.probe_path(BlackholeNode(1500, lost=20), "a", "b", "x", "eth0").problem() == (
+        "a -> b (x): unreachable on the cluster network (20 of 20 pings lost)")
+
+
+def test_an_unreachable_peer_routed_out_of_another_interface_names_the_route():
+    node = BlackholeNode(1500, lost=20)
+    node.route = "rfside0"
+    assert causes.probe_path(node, "node1", "node2", "10.213.0.11", "eth0").problem() == (
+        "node1 -> node2 (10.213.0.11): unreachable on the cluster network (20 of 20 pings lost): node1's route to "
+        "10.213.0.11 leaves by rfside0, not eth0")
+    assert causes.route_interface("10.0.0.3 dev eth1 src 10.0.0.2 uid 0 \\    cache ") == "eth1"
+    assert causes.route_interface("RTNETLINK answers: Network is unreachable") == ""
 
 
 def test_the_sftp_subsystem_of_the_sshfs_server():

@@ -41,12 +41,28 @@ def test_interface_check_fails_when_gloo_used_another_interface():
         test_smoke.test_training_used_the_cluster_interface(runs, CLUSTER, hosts, load_profile("local"))
 
 
+def routed(dev):
+    """A testinfra-like host on eth0 whose route to every peer leaves by ``dev``."""
+    return SimpleNamespace(check_output=lambda cmd: "eth0",
+                           run=lambda cmd: SimpleNamespace(stdout=f"10.0.0.9 dev {dev} src 10.0.0.5 uid 0 \\    cache"))
+
+
 def test_interface_check_fails_when_the_bytes_did_not_cross_the_cluster_interface():
-    hosts = {n: SimpleNamespace(check_output=lambda cmd: "eth0") for n in ("node1", "node2")}
+    hosts = {n: routed("eth0") for n in ("node1", "node2")}
     r = run(2, ["node1", "node2"], 40.0)
     r["cluster_iface_bytes"] = {"node1": 3_235_980_349, "node2": 3_100_000}  # node2: only SSH and storage
     with pytest.raises(AssertionError, match=r"node2: its cluster interface carried 3\.1 MB during np=2 "
-                                             r"\(15 steps; at least 16 MB expected\)"):
+                                             r"\(15 steps; at least 16 MB expected\)\n"):
+        test_smoke.test_training_used_the_cluster_interface({2: r}, CLUSTER, hosts, load_profile("local"))
+
+
+def test_interface_check_names_the_route_that_takes_the_peers_traffic_elsewhere():
+    hosts = {"node1": routed("rfside0"), "node2": routed("eth0")}
+    r = run(2, ["node1", "node2"], 40.0)
+    r["cluster_iface_bytes"] = {"node1": 900_000, "node2": 3_235_980_349}
+    with pytest.raises(AssertionError, match=r"node1: its cluster interface carried 0\.9 MB during np=2 \(15 steps; "
+                                             r"at least 16 MB expected\): traffic to node2 \(\S+\) leaves by "
+                                             r"rfside0, not eth0"):
         test_smoke.test_training_used_the_cluster_interface({2: r}, CLUSTER, hosts, load_profile("local"))
 
 
@@ -112,8 +128,9 @@ def test_scaling_table_check_fails_when_a_world_size_ran_on_fewer_nodes():
     profile = load_profile("local")
     table = [{"batch_size": 16, "world_size": 1, "images_per_sec": 30.0, "hosts": ["node1"]},
              {"batch_size": 16, "world_size": 2, "images_per_sec": 40.0, "hosts": ["node1", "node1"]}]
-    with pytest.raises(AssertionError, match=r"batch 16 np=2: ranks on \['node1', 'node1'\]"):
-        test_smoke.test_scaling_table(table, profile)
+    with pytest.raises(AssertionError, match=r"batch 16 np=2: 2 ranks reported 1 host \(\['node1', 'node1'\]\) "
+                                             r"on node1:1,node2:1: two ranks on one node"):
+        test_smoke.test_scaling_table(table, profile, CLUSTER)
 
 
 def test_untrusted_certificates_are_named():

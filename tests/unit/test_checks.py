@@ -79,6 +79,25 @@ def test_chrony_problems_unsynchronised_or_silent():
         "leap status is 'Not synchronised' (not synchronised)", "clock is 250.0 ms fast, bound 100 ms"]
 
 
+#: ``chronyc -n tracking`` recorded on a QEMU VM (the nfs scenario's node2)
+#: whose clock was set 30 s ahead while chronyd followed node1: still
+#: synchronised (Normal), slewing the offset back.
+CLOCK_SET_OFF = """Reference ID    : 0AD7000B (10.215.0.11)
+Stratum         : 11
+System time     : 29.896192551 seconds fast of NTP time
+Last offset     : +0.000256117 seconds
+RMS offset      : 8.997882843 seconds
+Update interval : 1.0 seconds
+Leap status     : Normal
+"""
+
+
+def test_chrony_problems_name_a_clock_set_off_in_ms_against_the_bound():
+    parsed = checks.parse_chrony_tracking(CLOCK_SET_OFF)
+    assert checks.chrony_problems(parsed, 10.0) == ["clock is 29896.2 ms fast, bound 10.0 ms"]
+    assert checks.chrony_problems(parsed, 30000) == []
+
+
 def test_listening_sockets_recorded():
     _, ss = _recorded("node1-chrony-ss.txt")
     assert checks.listening_sockets(ss) == {"tcp/22", "udp/123"}
@@ -116,3 +135,13 @@ def test_the_cause_is_what_a_rank_printed_not_the_launchers_traceback():
     assert checks.cause_line(text).endswith("--global-batch-size 32 does not split over 3 ranks")
     noise = "[0]<stderr>:To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
     assert checks.cause_line(noise + "\nProcess 0 exit with status code 1.\n") == ""
+
+
+def test_a_gloo_bind_failure_names_the_hostname_that_resolves_elsewhere():
+    # As a rank printed it on the second node when both nodes were named node1 (fault case F1).
+    out = ("[1]<stderr>:  what():  [enforce fail at /tmp/pip-wheel-x/horovod_y/third_party/compatible17_gloo/gloo/"
+           "transport/tcp/device.cc:126] bind_rv == 0. Unable to find address for node1; bind(2) for [10.213.0.10] "
+           "failed with: Cannot assign requested address\n")
+    assert checks.gloo_bind_hint(out) == ("a rank's node calls itself node1 and node1 resolves to 10.213.0.10, an "
+                                          "address that node lacks (two nodes with one hostname, or a stale name)")
+    assert checks.gloo_bind_hint("Gloo connectFullMesh failed") == ""

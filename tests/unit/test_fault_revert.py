@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from refarch.faults import availability, injections
 from refarch.faults import base as faults
-from refarch.faults import injections
 from refarch.faults.base import HEALTH_SELECTION, after_revert
 from refarch.faults.catalogue import FAULTS
 
@@ -109,8 +109,10 @@ def test_sh_every_node_runs_in_the_contracts_order_and_stops_at_the_first_failur
 
 @pytest.mark.parametrize("inject, revert, path", [
     (injections.no_gradient_averaging, injections.gradient_averaging_back, "$f"),
-    (injections.no_cooldown, injections.cooldown_back, injections.LAUNCHER),
-    (injections.no_ssh_alive, injections.ssh_alive_back, injections.SSH_ELASTIC),
+    (availability.no_cooldown, availability.launcher_back, availability.LAUNCHER),
+    (availability.gloo_timeout(60), availability.launcher_back, availability.LAUNCHER),
+    (availability.no_ssh_alive, availability.ssh_alive_back, availability.SSH_ELASTIC),
+    (availability.no_commit, availability.elastic_train_back, availability.ELASTIC_TRAIN),
 ])
 def test_an_every_node_fault_backs_up_on_each_node_what_its_revert_restores(inject, revert, path):
     (ctx, injected), (back, reverted) = _recording_context(), _recording_context()
