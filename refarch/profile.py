@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ProfileError
+from .headroom import Headroom
 from .overrides import check_property_override, nearest_key, set_path
 from .paths import PROFILES_DIR
 
@@ -132,6 +133,7 @@ class Expect(_Strict):
     #: Sockets a node may listen on beyond loopback, as "tcp/22", "udp/123".
     listening: list[str] = ["tcp/22"]
     exposure: Exposure = Exposure()
+    headroom: Headroom = Headroom()
 
 
 class Smoke(_Strict):

@@ -3,7 +3,7 @@ when deploying or running Horovod clusters), breaks one node of a deployed
 local cluster that way (:mod:`.injections`), names the checks that must then
 fail (a pytest ``-k`` expression over tests/integration) and the message they
 must show, and reverts itself so the next case starts from a healthy cluster.
-The ids F1-F22 are the field reports; the named cases cover the remaining
+The ids F1-F25 are the field reports; the named cases cover the remaining
 node and cluster checks and properties; the availability cases are in
 :mod:`.availability`.
 
@@ -332,6 +332,36 @@ FAULTS: tuple[Fault, ...] = (
                   r"to \S+ leaves by rfside0, not eth0",
           more_messages=(r"not launched across nodes: network path: {n0} -> {n1} .*: {n0}'s route to \S+ leaves by "
                          r"rfside0, not eth0",)),
+    Fault("F23", "the training user's open-file limit set to 20 on one node (limits.d)",
+          report_kind="an open-file limit too low for a job's sockets: Open MPI's btl/tcp accept fails",
+          inject=lambda c: c.sh(c.node(1), f"printf '{c.training_user} soft nofile 20\\n{c.training_user} hard nofile "
+                                           f"20\\n' > {inj.LIMITS_FAULT}"),
+          revert=lambda c: c.sh(c.node(1), f"rm -f {inj.LIMITS_FAULT}"),
+          checks="test_resource_headroom", state=files_state(inj.LIMITS_FAULT, node=1),
+          must_fail=("test_resource_headroom[{n1}]",), must_pass=("test_resource_headroom[{n0}]",),
+          message=r"{n1}: nofile limit of {user} over SSH: 20, need 1024",
+          source="by hand on main: mpirun across 2 nodes timed out after 120 s, neither the node nor the limit named"),
+    Fault("F24", "one node's memory limited to 700 MB (its cgroup), less than a training rank's resident size",
+          report_kind="a node without the memory a rank needs: the rank thrashes and the whole ring crawls",
+          inject=inj.memory_limit(700), revert=inj.memory_limit_back, state=inj.memory_state,
+          checks="test_resource_headroom", must_fail=("test_resource_headroom[{n1}]",),
+          must_pass=("test_resource_headroom[{n0}]",),
+          message=r"{n1}: memory: \d+ MiB available \(cgroup limit 700 MiB, \d+ MiB in use; MemAvailable \d+ MiB\), "
+                  r"need 916 MiB \(1 rank x 660 MiB resident \(smoke\) \+ 256 MiB reserve\)",
+          source="by hand on main: the np=2 smoke job ran past 900 s four times (15 min 34 s), node2 and its "
+                 "memory named nowhere"),
+    Fault("F25", "one node's /tmp a full file system (no space, no inodes left)",
+          report_kind="/tmp out of space or inodes: Open MPI's session directory cannot be made",
+          inject=lambda c: c.sh(c.node(1), "mount -t tmpfs -o size=1m,nr_inodes=64 refarch-fault-tmp /tmp && "
+                                           "(dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; i=0; "
+                                           "while touch /tmp/f$i 2>/dev/null; do i=$((i+1)); done; true)"),
+          revert=lambda c: c.sh(c.node(1), "umount /tmp || umount -l /tmp"),
+          checks="test_resource_headroom", must_fail=("test_resource_headroom[{n1}]",),
+          must_pass=("test_resource_headroom[{n0}]",),
+          state=lambda c: {f"{c.node(1)}: /tmp": c.sh(c.node(1), "findmnt -n -o SOURCE,FSTYPE /tmp").stdout.strip()},
+          message=r"{n1}: .*/tmp \(/tmp\): 0 MiB free, need 256 MiB; /tmp \(/tmp\): 0 inodes free, need 10000",
+          source="by hand on main: mpirun said ORTE was unable to reliably start one or more daemons; node2 and "
+                 "/tmp named by no check that failed for them"),
 ) + availability.FAULTS
 
 

@@ -301,3 +301,36 @@ def routes_state(ctx: FaultContext) -> dict[str, str]:
 LOOPBACK_DROP = ("add table inet refarch_fault_lo; "
                  "add chain inet refarch_fault_lo input { type filter hook input priority 0; policy accept; }; "
                  "add rule inet refarch_fault_lo input iif lo ip saddr 127.0.0.0/8 drop")
+
+
+#: F23's limits file on the second node.
+LIMITS_FAULT = "/etc/security/limits.d/90-refarch-fault-nofile.conf"
+
+
+def memory_limit(mib: int):
+    """Inject: the second node's container memory limited to ``mib`` MiB
+    (``podman update``: its cgroup), the limit before kept for the revert."""
+    def inject(ctx: FaultContext) -> None:
+        container = ctx.container(ctx.node(1))
+        before = proc.run(["podman", "inspect", "-f", "{{.HostConfig.Memory}}", container], timeout_s=30).stdout.strip()
+        _MEMORY_BEFORE[ctx.run_id] = before
+        proc.run(["podman", "update", "--memory", f"{mib}m", container], timeout_s=60)
+    return inject
+
+
+#: The second node's memory limit (bytes, "0" none) before :func:`memory_limit`, by run id.
+_MEMORY_BEFORE: dict[str, str] = {}
+
+
+def memory_limit_back(ctx: FaultContext) -> None:
+    """Revert :func:`memory_limit`: the limit the container had."""
+    before = _MEMORY_BEFORE.pop(ctx.run_id, "0")
+    proc.run(["podman", "update", "--memory", before if before != "0" else "-1", ctx.container(ctx.node(1))],
+             timeout_s=60)
+
+
+def memory_state(ctx: FaultContext) -> dict[str, str]:
+    """The second node's memory limit as its cgroup shows it."""
+    node = ctx.node(1)
+    return {f"{node}: memory limit": ctx.sh(node, "cat /sys/fs/cgroup/memory.max 2>/dev/null || "
+                                                  "cat /sys/fs/cgroup/memory/memory.limit_in_bytes").stdout.strip()}

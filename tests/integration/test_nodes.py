@@ -3,10 +3,12 @@
 Every expectation comes from the profile; every failure names the node.
 """
 
+import shlex
 from pathlib import Path
 
 import pytest
 
+from refarch import headroom
 from refarch.judge import causes, checks
 from refarch.pytest.hosts import HOROVOD_PYTHON, probe_ssh, run_as, timed_out
 from refarch.tools import ansible
@@ -272,6 +274,39 @@ def test_resolves_every_peer(node, node_name, cluster):
         if got != peer.address:
             wrong.append(f"{peer.name} -> {got or 'unresolved'} (expected {peer.address})")
     assert not wrong, f"{node_name} resolves: " + "; ".join(wrong)
+
+
+def test_resource_headroom(node, node_name, profile, cluster, hosts):
+    """Before any job the node has what the profile's workloads need
+    (refarch.headroom): the training user's limits as a login over SSH from
+    the first node gets them, the memory its machine and cgroup can still
+    give, the CPUs its quota allows, and free space and inodes in /tmp, on
+    the shared mount and in the home directory."""
+    need, user = profile.expect.headroom, profile.training_user.name
+    first = cluster.contract.node_names[0]
+    wrong = []
+    r = run_as(hosts[first], user, f"ssh -o BatchMode=yes -o ConnectTimeout=10 {node_name} {shlex.quote(headroom.LIMITS)}",
+               timeout_s=30)
+    try:
+        wrong += headroom.limit_problems(headroom.parse_limits(r.stdout), need, user)
+    except ValueError as exc:
+        wrong.append(f"limits of {user} over SSH from {first} not read: {exc}")
+    home = run_as(node, user, 'echo "$HOME"', timeout_s=30).stdout.strip()
+    paths = {"/tmp": "/tmp", "shared mount": cluster.contract.shared_storage["mount_point"], "home": home}
+    with node.sudo():
+        probe = node.run(f"sh -c {shlex.quote(headroom.PROBE)} probe " + " ".join(shlex.quote(p) for p in paths.values()))
+    readings = headroom.parse_probe(probe.stdout)
+    ranks = max(1, profile.expect.gpus_per_node)
+    workload, rank_mib = max(need.rank_memory_mib.items(), key=lambda kv: kv[1], default=("none", 0))
+    wrong += [p for p in (
+        headroom.memory_problem(readings, ranks * rank_mib + need.reserve_memory_mib,
+                                f"{ranks} rank x {rank_mib} MiB resident ({workload}) + {need.reserve_memory_mib} "
+                                "MiB reserve"),
+        headroom.cpu_problem(readings, ranks * profile.smoke.intra_op_threads,
+                             f"{ranks} rank x {profile.smoke.intra_op_threads} intra-op thread"),
+    ) if p]
+    wrong += headroom.disk_problems(readings, paths, need)
+    assert not wrong, f"{node_name}: " + "; ".join(wrong)
 
 
 def test_time_synchronised(node, node_name, profile):
