@@ -356,8 +356,11 @@ FAULTS: tuple[Fault, ...] = (
                                            "(dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; i=0; "
                                            "while touch /tmp/f$i 2>/dev/null; do i=$((i+1)); done; true)"),
           revert=lambda c: c.sh(c.node(1), "umount /tmp || umount -l /tmp"),
-          checks="test_resource_headroom", must_fail=("test_resource_headroom[{n1}]",),
+          checks="test_resource_headroom or test_mpirun_across_all_nodes",
+          must_fail=("test_resource_headroom[{n1}]", "test_mpirun_across_all_nodes"),
           must_pass=("test_resource_headroom[{n0}]",),
+          more_messages=(r"mpirun from {n0} failed \(exit \d+\): .*{n1}: orted could not create /tmp/ompi\.{n1}\.\d+: "
+                         r"No space left on device",),
           state=lambda c: {f"{c.node(1)}: /tmp": c.sh(c.node(1), "findmnt -n -o SOURCE,FSTYPE /tmp").stdout.strip()},
           message=r"{n1}: .*/tmp \(/tmp\): 0 MiB free, need 256 MiB; /tmp \(/tmp\): 0 inodes free, need 10000",
           source="by hand on main: mpirun said ORTE was unable to reliably start one or more daemons; node2 and "

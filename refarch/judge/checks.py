@@ -198,6 +198,33 @@ def cause_line(output: str) -> str:
     return pick[-1][-300:] if pick else ""
 
 
+#: An Open MPI daemon's own error line: ``[node2:00881] [[5000,0],1]
+#: ORTE_ERROR_LOG: <what> in file <source> at line <n>``.
+_ORTE_ERROR = re.compile(r"^\[([^:\]\s]+):\d+\] \[\[\d+,\d+\],\d+\] ORTE_ERROR_LOG: (.+?)(?: in file \S+ at line \d+)?$",
+                         re.M)
+#: Open MPI's help message for a directory it could not make (its session
+#: directory under /tmp).
+_MKDIR_FAILED = re.compile(r"A call to mkdir was unable to create the desired directory:\s+Directory:\s*(\S+)\s+"
+                           r"Error:\s*(.+)")
+
+
+def orted_error(output: str) -> str:
+    """The first error an Open MPI daemon (orted) reported about its own node
+    in mpirun's ``output``, naming the node: "node2: orted could not create
+    /tmp/ompi.node2.2001: No space left on device", "node2: orted: The
+    system limit on number of pipes a process can open was reached"; ""
+    when no daemon reported one.  mpirun's own summary ("ORTE was unable to
+    reliably start one or more daemons") lists possible causes only."""
+    m = _ORTE_ERROR.search(output)
+    if not m:
+        return ""
+    node, what = m[1], m[2].strip()
+    made = _MKDIR_FAILED.search(output)
+    if made:
+        return f"{node}: orted could not create {made[1]}: {made[2].strip()}"
+    return f"{node}: orted: {what}"
+
+
 def gloo_bind_hint(output: str) -> str:
     """Why Gloo could not bind, when its output says so ("Unable to find
     address for node1; bind(2) for [10.0.0.2] failed"): Gloo binds the

@@ -49,8 +49,10 @@ def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
     since = {p: causes.clock(reachable_hosts[p]) for p in peers}
     r = run_as(reachable_hosts[first], profile.training_user.name,
                f"mpirun --hostfile /etc/openmpi/cluster-hostfile -np {n} hostname", timeout_s=120)
+    daemon = checks.orted_error(f"{r.stdout}\n{r.stderr}")
     if r.rc == 124:
-        pytest.fail(f"mpirun from {first} across {n} nodes timed out after 120 s")
+        pytest.fail(f"mpirun from {first} across {n} nodes timed out after 120 s"
+                    + (f": {daemon}" if daemon else ""))
     if r.rc != 0:
         log = cluster.rundir.logs / "mpirun-check.log" if getattr(cluster, "rundir", None) else None
         if log:
@@ -70,6 +72,7 @@ def test_mpirun_across_all_nodes(reachable_hosts, cluster, profile):
                                                              profile.training_user.name)
                                        for p in peers) if why]
             where = "".join(f"; {why}" for why in refused)
+        where += f"; {daemon}" if daemon and daemon not in cause else ""
         pytest.fail(f"mpirun from {first} failed (exit {r.rc}): {cause}{where}"
                     + (f" (full output: {log})" if log else ""))
     seen = sorted(r.stdout.split())

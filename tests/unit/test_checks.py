@@ -145,3 +145,13 @@ def test_a_gloo_bind_failure_names_the_hostname_that_resolves_elsewhere():
     assert checks.gloo_bind_hint(out) == ("a rank's node calls itself node1 and node1 resolves to 10.213.0.10, an "
                                           "address that node lacks (two nodes with one hostname, or a stale name)")
     assert checks.gloo_bind_hint("Gloo connectFullMesh failed") == ""
+
+
+def test_an_orted_error_names_its_node_and_cause():
+    # mpirun's output with node2's /tmp full (F25) and node2's open-file limit at 20 (F23), as recorded.
+    data = Path(__file__).parent / "data" / "mpirun"
+    assert checks.orted_error((data / "tmp-full.txt").read_text()) == (
+        "node2: orted could not create /tmp/ompi.node2.2001: No space left on device")
+    assert checks.orted_error((data / "nofile-20.txt").read_text()) == (
+        "node2: orted: The system limit on number of pipes a process can open was reached")
+    assert checks.orted_error("ORTE was unable to reliably start one or more daemons.") == ""
