@@ -347,9 +347,16 @@ FAULTS: tuple[Fault, ...] = (
           checks="test_resource_headroom", must_fail=("test_resource_headroom[{n1}]",),
           must_pass=("test_resource_headroom[{n0}]",),
           message=r"{n1}: memory: \d+ MiB available \(cgroup limit 700 MiB, \d+ MiB in use; MemAvailable \d+ MiB\), "
-                  r"need 916 MiB \(1 rank x 660 MiB resident \(smoke\) \+ 256 MiB reserve\)",
+                  r"need 1380 MiB \(1 rank x 1124 MiB resident \(smoke\) \+ 256 MiB reserve\)",
           source="by hand on main: the np=2 smoke job ran past 900 s four times (15 min 34 s), node2 and its "
                  "memory named nowhere"),
+    Fault("cpu-quota", "one node's CPU quota cut to half a core (its cgroup), less than a rank's thread",
+          report_kind="a CPU-throttled node: the whole ring goes at the slowest node's pace",
+          inject=inj.cpu_quota(0.5), revert=inj.cpu_quota_back, state=inj.cpu_state,
+          checks="test_resource_headroom", must_fail=("test_resource_headroom[{n1}]",),
+          must_pass=("test_resource_headroom[{n0}]",),
+          message=r"{n1}: CPU: 0\.5 CPUs \(cgroup quota 50000/100000 us; nproc \d+\), need 1 \(1 rank x 1 intra-op "
+                  r"thread\)"),
     Fault("F25", "one node's /tmp a full file system (no space, no inodes left)",
           report_kind="/tmp out of space or inodes: Open MPI's session directory cannot be made",
           inject=lambda c: c.sh(c.node(1), "mount -t tmpfs -o size=1m,nr_inodes=64 refarch-fault-tmp /tmp && "

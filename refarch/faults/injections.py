@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import subprocess
 import sys
+from pathlib import Path
 
 from .. import proc
 from ..judge import neighbour
@@ -334,3 +335,44 @@ def memory_state(ctx: FaultContext) -> dict[str, str]:
     node = ctx.node(1)
     return {f"{node}: memory limit": ctx.sh(node, "cat /sys/fs/cgroup/memory.max 2>/dev/null || "
                                                   "cat /sys/fs/cgroup/memory/memory.limit_in_bytes").stdout.strip()}
+
+
+def cpu_quota_file(ctx: FaultContext) -> Path:
+    """The host's CPU quota file of the second node's container: cgroup v1
+    ``cpu.cfs_quota_us`` (microseconds per 100 ms period, -1 none) or v2
+    ``cpu.max`` ("max 100000"), found from its init process's cgroup.
+    (``podman update --cpus`` sets a quota but cannot lift it again.)"""
+    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", ctx.container(ctx.node(1))],
+                   timeout_s=30).stdout.strip()
+    for line in Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8").splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return Path("/sys/fs/cgroup/cpu") / path.lstrip("/") / "cpu.cfs_quota_us"
+        if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            return Path("/sys/fs/cgroup") / path.lstrip("/").removesuffix("/init.scope") / "cpu.max"
+    raise RuntimeError(f"no CPU cgroup of {ctx.container(ctx.node(1))} (pid {pid})")
+
+
+#: The second node's CPU quota (the file's text) before :func:`cpu_quota`, by run id.
+_CPU_BEFORE: dict[str, str] = {}
+
+
+def cpu_quota(cpus: float):
+    """Inject: the second node's container limited to ``cpus`` CPUs (its
+    cgroup's quota per 100 ms period), the quota before kept for the revert."""
+    def inject(ctx: FaultContext) -> None:
+        path = cpu_quota_file(ctx)
+        _CPU_BEFORE[ctx.run_id] = path.read_text(encoding="utf-8").strip()
+        quota = str(int(cpus * 100000))
+        path.write_text(quota if path.name == "cpu.cfs_quota_us" else f"{quota} 100000", encoding="utf-8")
+    return inject
+
+
+def cpu_quota_back(ctx: FaultContext) -> None:
+    """Revert :func:`cpu_quota`: the quota the container had."""
+    cpu_quota_file(ctx).write_text(_CPU_BEFORE.pop(ctx.run_id, "-1"), encoding="utf-8")
+
+
+def cpu_state(ctx: FaultContext) -> dict[str, str]:
+    """The second node's CPU quota as the host's cgroup shows it."""
+    return {f"{ctx.node(1)}: CPU quota": cpu_quota_file(ctx).read_text(encoding="utf-8").strip()}
