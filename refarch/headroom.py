@@ -7,8 +7,10 @@ profile's workloads need fails naming the node, the resource, the figure
 and the need (``tests/integration/test_nodes.py::test_resource_headroom``).
 
 :class:`Headroom` is the profile's ``expect.headroom``; :data:`PROBE` reads
-a node (one shell command, as root); :func:`parse_probe` and
-:func:`problems` judge it (pure functions, tested on recorded readings).
+a node (one shell command, as root) and :data:`LIMITS` the training user's
+limits; :func:`parse_probe` and :func:`parse_limits` read their output and
+:func:`memory_problem`, :func:`cpu_problem`, :func:`disk_problems` and
+:func:`limit_problems` judge it (pure functions, tested on recorded readings).
 """
 
 from __future__ import annotations

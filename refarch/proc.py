@@ -147,7 +147,17 @@ def in_netns(container: str, *cmd: str, input_text: str | None = None, check: bo
         CommandError: the container has no process (not running), or ``cmd``
             failed and ``check`` is true.
     """
+    pid = container_pid(container)
+    return run(["nsenter", "-t", pid, "-n", *cmd], timeout_s=timeout_s, input_text=input_text, check=check)
+
+
+def container_pid(container: str) -> str:
+    """The host PID of podman container ``container``'s first process.
+
+    Raises:
+        CommandError: the container has no process (not running).
+    """
     pid = run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout_s=30).stdout.strip()
     if pid in ("", "0"):
         raise CommandError(f"{container} is not running: no network namespace to enter")
-    return run(["nsenter", "-t", pid, "-n", *cmd], timeout_s=timeout_s, input_text=input_text, check=check)
+    return pid

@@ -278,7 +278,7 @@ def peer_route(ctx: FaultContext) -> None:
     other's cluster address over it.  Every socket still binds the cluster
     address on the cluster interface; its packets leave by the second link."""
     first, second = ctx.node(0), ctx.node(1)
-    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", ctx.container(second)], timeout_s=30).stdout.strip()
+    pid = proc.container_pid(ctx.container(second))
     ctx.netns(first, "ip", "link", "add", SIDE_LINK, "type", "veth", "peer", "name", SIDE_LINK, "netns", pid)
     for node, peer in ((first, second), (second, first)):
         ctx.netns(node, "ip", "link", "set", SIDE_LINK, "up")
@@ -342,8 +342,7 @@ def cpu_quota_file(ctx: FaultContext) -> Path:
     ``cpu.cfs_quota_us`` (microseconds per 100 ms period, -1 none) or v2
     ``cpu.max`` ("max 100000"), found from its init process's cgroup.
     (``podman update --cpus`` sets a quota but cannot lift it again.)"""
-    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", ctx.container(ctx.node(1))],
-                   timeout_s=30).stdout.strip()
+    pid = proc.container_pid(ctx.container(ctx.node(1)))
     for line in Path(f"/proc/{pid}/cgroup").read_text(encoding="utf-8").splitlines():
         _, controllers, path = line.split(":", 2)
         if "cpu" in controllers.split(","):

@@ -104,6 +104,12 @@ def largest_passing(passes, low: int, high: int) -> int:
     return good
 
 
+def interface_of(host, address: str) -> str:
+    """The interface of testinfra ``host`` that carries IPv4 ``address``
+    (``ip -o -4 addr show to``), "" when none does."""
+    return host.check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'").strip()
+
+
 def route_interface(route_get: str) -> str:
     """The interface in ``ip -o route get ADDRESS``'s output (``"10.0.0.3 dev
     eth0 src 10.0.0.2 uid 0"`` -> ``"eth0"``), "" when it names none."""
@@ -161,7 +167,7 @@ def path_problem(cluster, hosts, source: str, target: str) -> str:
     if key not in _PATHS:
         contract, host = cluster.contract, hosts[source]
         own = contract.node(source).address
-        iface = host.check_output(f"ip -o -4 addr show to {own} | awk '{{print $2}}'").strip()
+        iface = interface_of(host, own)
         if not iface:
             _PATHS[key] = f"{source}: no interface carries its cluster address {own}"
         else:

@@ -96,7 +96,7 @@ def prelaunch_problems(hosts, cluster, iface: str) -> list[str]:
     for node in cluster.contract.nodes:
         have = hosts[node.name].run(f"ip -o -4 addr show dev {shlex.quote(iface)} 2>&1").stdout
         if f" {node.address}/" not in have:
-            actual = hosts[node.name].check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+            actual = causes.interface_of(hosts[node.name], node.address)
             problems.append(f"{node.name}: interface {iface} does not carry its cluster address {node.address} "
                             f"(its cluster interface is {actual or 'missing'})")
     return problems
@@ -108,7 +108,7 @@ def cluster_iface_bytes(hosts, cluster) -> dict[str, int]:
     out = {}
     for node in cluster.contract.nodes:
         h = hosts[node.name]
-        iface = h.check_output(f"ip -o -4 addr show to {node.address} | awk '{{print $2}}'")
+        iface = causes.interface_of(h, node.address)
         stats = f"/sys/class/net/{iface}/statistics"
         out[node.name] = sum(int(v) for v in h.check_output(f"cat {stats}/rx_bytes {stats}/tx_bytes").split())
     return out
@@ -120,7 +120,7 @@ def routes_elsewhere(hosts, cluster, name: str) -> list[str]:
     (``ip -o route get``): "traffic to node2 (10.0.0.3) leaves by eth1, not
     eth0"; empty when every peer is reached over the cluster interface."""
     h = hosts[name]
-    own = h.check_output(f"ip -o -4 addr show to {cluster.contract.node(name).address} | awk '{{print $2}}'")
+    own = causes.interface_of(h, cluster.contract.node(name).address)
     out = []
     for peer in cluster.contract.nodes:
         if peer.name == name:

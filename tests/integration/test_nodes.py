@@ -332,7 +332,7 @@ def test_interface_pinned(node, node_name, cluster, profile):
     """Horovod, Gloo and NCCL are pinned to the interface that carries this
     node's cluster address."""
     address = cluster.contract.node(node_name).address
-    actual = node.check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'")
+    actual = causes.interface_of(node, address)
     r = run_as(node, profile.training_user.name,
                'echo "$REFARCH_CLUSTER_IFACE $GLOO_SOCKET_IFNAME $NCCL_SOCKET_IFNAME"', timeout_s=30)
     pins = dict(zip(("REFARCH_CLUSTER_IFACE", "GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"),

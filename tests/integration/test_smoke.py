@@ -4,6 +4,7 @@ gradients cross the cluster interface.  The workloads are session fixtures
 
 import pytest
 
+from refarch.judge import causes
 from refarch.pytest.workloads import MIN_BYTES_PER_STEP, routes_elsewhere
 
 pytestmark = [pytest.mark.integration, pytest.mark.run_phase("smoke")]
@@ -41,7 +42,7 @@ def test_training_used_the_cluster_interface(training_runs, cluster, hosts, prof
                          + "".join(f": {where}" for where in routes_elsewhere(hosts, cluster, host_name)))
     for host_name, iface in zip(run["hosts"], run["gloo_ifaces"], strict=True):
         address = cluster.contract.node(host_name).address
-        want = hosts[host_name].check_output(f"ip -o -4 addr show to {address} | awk '{{print $2}}'")
+        want = causes.interface_of(hosts[host_name], address)
         if iface != want:
             wrong.append(f"{host_name}: Gloo used {iface or 'no interface'!r}, cluster interface is {want!r}")
     assert not wrong, "; ".join(wrong)
