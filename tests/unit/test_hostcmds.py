@@ -95,7 +95,7 @@ def test_preflight_names_command_and_package():
 
 
 def test_preflight_checks_only_the_stages_asked_for():
-    hostcmds.preflight(["faults"], which=lambda c: c if c in {"podman", "nft", "nsenter", "tc"} else None)
+    hostcmds.preflight(["faults"], which=lambda c: c if c in {"podman", "nft", "nsenter", "tc", "ip"} else None)
 
 
 def test_bootstrap_reads_the_table():
