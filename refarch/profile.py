@@ -21,6 +21,7 @@ from .errors import ProfileError
 from .headroom import Headroom
 from .overrides import check_property_override, nearest_key, set_path
 from .paths import PROFILES_DIR
+from .stall import JobWatch
 
 
 def _ipv4_network(value: str) -> ipaddress.IPv4Network:
@@ -318,6 +319,7 @@ class Profile(_Strict):
     #: group -> name -> spec; the property id is ``group.name``.
     properties: dict[str, dict[str, PropertySpec]]
     timeouts_s: Timeouts = Timeouts()
+    job_watch: JobWatch = JobWatch()
     openstack: OpenStackSettings | None = None
     #: Controller-side globs of extra CA certificates every node must trust.
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]

@@ -21,6 +21,7 @@ import pytest
 
 from .. import progress
 from ..judge import causes, checks, figures
+from . import jobwatch
 from .hosts import HOROVOD_PYTHON, run_as
 
 #: Bytes per training step the cluster interface must carry at least during
@@ -30,36 +31,61 @@ from .hosts import HOROVOD_PYTHON, run_as
 MIN_BYTES_PER_STEP = 1 << 20
 
 
-def horovodrun(host, profile, script_args: str, hostlist: str, world_size: int, log=None) -> dict:
-    """Run ``<venv>/bin/<script_args>`` with horovodrun (Gloo) on ``hostlist``
-    (``node1:1,node2:1``) from ``host`` as the training user; return the
-    parsed ``REFARCH_RESULT`` dict.  Across nodes Horovod is pinned to the
-    cluster interface; a single-host run talks over loopback (horovodrun
-    rejects an interface pin there).
+#: Workloads that report each rank's progress (``rank_progress.py``): their
+#: jobs are watched (:mod:`refarch.pytest.jobwatch`) and stopped when they
+#: stall instead of waiting out ``timeouts_s.smoke``.
+WATCHED = ("tf2_synthetic_benchmark.py", "digits_convergence.py")
 
-    Fails the test (pytest.fail) past ``timeouts_s.smoke`` seconds or when
-    the job prints no result, quoting the root-cause line of its output.
+
+def horovodrun(hosts, first: str, profile, script_args: str, hostlist: str, world_size: int, log=None) -> dict:
+    """Run ``<venv>/bin/<script_args>`` with horovodrun (Gloo) on ``hostlist``
+    (``node1:1,node2:1``) from node ``first`` as the training user; return
+    the parsed ``REFARCH_RESULT`` dict.  Across nodes Horovod is pinned to
+    the cluster interface; a single-host run talks over loopback
+    (horovodrun rejects an interface pin there).  A workload of
+    :data:`WATCHED` runs watched, with Horovod's stall check at the
+    profile's ``job_watch.horovod_stall_check_s``.
+
+    Fails the test (pytest.fail) past ``timeouts_s.smoke`` seconds, when
+    the watch stopped the job (naming the rank and node behind and what the
+    nodes show), or when the job prints no result, quoting the root-cause
+    line of its output.
     """
-    pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
-    script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
-    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}"
-           f" --start-timeout {profile.smoke.start_timeout_s} {script}")
-    with progress.heartbeat(f"horovodrun {script_args.split()[0]} np={world_size} on {hostlist}", log=log):
-        r = run_as(host, profile.training_user.name, cmd, timeout_s=profile.timeouts_s.smoke)
-    if log is not None:
-        log.write_text(f"$ {cmd}\nexit {r.rc}\n--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
-    where = f" (full output: {log})" if log is not None else ""
     name = script_args.split()[0]
-    if r.rc == 124:
-        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} ran past {profile.timeouts_s.smoke} s{where}")
+    watch = profile.job_watch
+    pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
+    stall_check = f" --stall-check-warning-time-seconds {watch.horovod_stall_check_s}" if name in WATCHED else ""
+    script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}{stall_check}"
+           f" --start-timeout {profile.smoke.start_timeout_s} {script}")
+    user, limit_s = profile.training_user.name, profile.timeouts_s.smoke
+    where = f" (full output: {log})" if log is not None else ""
+    what = f"horovodrun {name} np={world_size} on {hostlist}"
+    with progress.heartbeat(what, log=log):
+        if name in WATCHED:
+            job = f"{name.removesuffix('.py')}-np{world_size}"
+            r = jobwatch.watched_run(hosts, first, user, cmd, hostlist, name, job, watch, limit_s)
+            rc, out = r.rc, r.output
+            if log is not None:
+                log.write_text(f"$ {cmd}\nexit {rc}\nstarted_t={r.started_t:.3f} seconds={r.seconds:.1f}\n"
+                               f"{r.stopped}\n--- output\n{out}\n", encoding="utf-8")
+            if r.stopped:
+                pytest.fail(f"{what} {r.stopped}{where}")
+        else:
+            done = run_as(hosts[first], user, cmd, timeout_s=limit_s)
+            rc, out = done.rc, f"{done.stdout}\n{done.stderr}"
+            if log is not None:
+                log.write_text(f"$ {cmd}\nexit {rc}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}\n",
+                               encoding="utf-8")
+            if rc == 124:
+                pytest.fail(f"{what} ran past {limit_s} s{where}")
     try:
-        return checks.parse_training_result(r.stdout)
+        return checks.parse_training_result(out)
     except ValueError:
-        out = f"{r.stdout}\n{r.stderr}"
         cause = checks.cause_line(out)
         hint = checks.gloo_bind_hint(out)
         cause += f": {hint}" if hint else ""
-        pytest.fail(f"horovodrun {name} np={world_size} on {hostlist} failed (exit {r.rc}): {cause}{where}")
+        pytest.fail(f"{what} failed (exit {rc}): {cause}{where}")
 
 
 def benchmark_args(profile, batch_size: int | None = None) -> str:
@@ -183,7 +209,7 @@ def single_rank_run(cluster, hosts, profile, results) -> dict:
     first = cluster.contract.node_names[0]
     _launch_alone(hosts, first, profile)
     with timed(results, "smoke"):
-        run = horovodrun(hosts[first], profile, benchmark_args(profile), f"{first}:1", 1,
+        run = horovodrun(hosts, first, profile, benchmark_args(profile), f"{first}:1", 1,
                          log_path(cluster, "smoke-np1.log"))
     run["log"] = str(log_path(cluster, "smoke-np1.log"))
     results.smoke["runs"] = [run]
@@ -210,7 +236,7 @@ def training_runs(request, cluster, hosts, profile, results) -> dict:
         log = log_path(cluster, f"smoke-np{len(names)}.log")
         with timed(results, "smoke"):
             before = cluster_iface_bytes(hosts, cluster)
-            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile),
+            run = horovodrun(hosts, names[0], profile, benchmark_args(profile),
                              ",".join(f"{n}:1" for n in names), len(names), log)
             after = cluster_iface_bytes(hosts, cluster)
         run["cluster_iface_bytes"] = {n: after[n] - before[n] for n in names}
@@ -240,7 +266,7 @@ def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
             _launch_alone(hosts, names[0], profile)
         log = log_path(cluster, f"scaling-b{batch}-np{world_size}.log")
         with timed(results, "smoke"):
-            run = horovodrun(hosts[names[0]], profile, benchmark_args(profile, batch),
+            run = horovodrun(hosts, names[0], profile, benchmark_args(profile, batch),
                              ",".join(f"{n}:1" for n in names[:world_size]), world_size, log)
         run["log"] = str(log)
         by_point[(batch, world_size)] = run
@@ -272,7 +298,7 @@ def convergence_runs(cluster, hosts, profile, results) -> dict:
             _launch_across(hosts, cluster, profile)
         log = log_path(cluster, f"convergence-np{world_size}.log")
         with timed(results, "properties"):
-            run = horovodrun(hosts[names[0]], profile, convergence_args(profile, global_batch), hostlist,
+            run = horovodrun(hosts, names[0], profile, convergence_args(profile, global_batch), hostlist,
                              world_size, log)
         run["log"] = str(log)
         runs[world_size] = run
@@ -345,7 +371,7 @@ def communication_runs(cluster, hosts, profile, results) -> list[dict]:
                 pairs.append(pair)
                 continue
             log = log_path(cluster, f"allreduce-{a}-{b}.log")
-            run = horovodrun(hosts[a], profile, allreduce_args(profile), f"{a}:1,{b}:1", 2, log)
+            run = horovodrun(hosts, a, profile, allreduce_args(profile), f"{a}:1,{b}:1", 2, log)
             pair["sizes"] = [{**s, "busbw_to_tcp": s["busbw_Bps"] / pair["tcp_Bps"]} for s in run["sizes"]]
             pair["log"] = str(log)
             pairs.append(pair)

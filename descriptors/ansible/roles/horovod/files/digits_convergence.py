@@ -12,7 +12,8 @@ up to the order in which samples meet in a batch.
 Every rank starts from rank 0's initial weights (broadcast), trains on its
 shard of the training split (sample i goes to rank i mod world size) and,
 at the end, hashes its weights (sha256 of the float32 bytes); the hashes are
-gathered.  Rank 0 prints one line ``REFARCH_RESULT {json}`` with:
+gathered.  Every rank reports its progress after each epoch
+(rank_progress.py).  Rank 0 prints one line ``REFARCH_RESULT {json}`` with:
   world_size, hosts (one hostname per rank), weight_sha256 (one per rank),
   test_accuracy (fraction of the held-out split classified right),
   train_loss (mean cross-entropy over the whole training split, final
@@ -45,9 +46,12 @@ def main():
     from sklearn.model_selection import train_test_split
 
     import digits_model
+    import rank_progress
 
+    rank_progress.report("start")
     digits_model.one_thread_per_op(tf)
     hvd.init()
+    rank_progress.report("init")
     if args.global_batch_size % hvd.size():
         raise SystemExit(f"--global-batch-size {args.global_batch_size} does not split over {hvd.size()} ranks")
     local_batch = args.global_batch_size // hvd.size()
@@ -61,6 +65,7 @@ def main():
     # A different initialisation per rank: only the broadcast makes them equal.
     tf.random.set_seed(args.seed + hvd.rank())
     model, opt, loss_fn = digits_model.build(tf, args.learning_rate)
+    rank_progress.report("ready")
     hvd.broadcast_variables(model.variables, root_rank=0)
 
     @tf.function
@@ -72,12 +77,15 @@ def main():
         opt.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
+    # A line per epoch (hundreds of steps of a few milliseconds each).
+
     start = time.perf_counter()
     for epoch in range(args.epochs):
         order = np.random.default_rng(args.seed + epoch).permutation(len(shard_x))
         for i in range(steps_per_epoch):
             idx = order[i * local_batch:(i + 1) * local_batch]
             step(tf.constant(shard_x[idx]), tf.constant(shard_y[idx]))
+        rank_progress.report("step", (epoch + 1) * steps_per_epoch)
     seconds = time.perf_counter() - start
 
     weights = b"".join(np.ascontiguousarray(w, dtype="float32").tobytes() for w in model.get_weights())

@@ -12,6 +12,9 @@ one line ``REFARCH_RESULT {json}`` with:
   world size > 1: rounds (list of {"single_step_times_s": [...],
   "step_times_s": [...]}, in the order they ran).
 
+Every rank reports its progress while it runs (rank_progress.py): each
+step with the seconds until its own gradients were computed.
+
 Baseline rounds: the timed steps are split into R rounds; each round first
 times as many steps of rank 0 training alone (its own gradients, no
 allreduce: what np=1 computes) while the other ranks wait, then the steps
@@ -26,6 +29,8 @@ import json
 import os
 import socket
 import time
+
+import rank_progress
 
 
 def parse_args():
@@ -47,9 +52,11 @@ def main():
     import tensorflow as tf
     import horovod.tensorflow as hvd
 
+    rank_progress.report("start")
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     hvd.init()
+    rank_progress.report("init")
 
     model_cls = getattr(tf.keras.applications, args.model)
     model = model_cls(weights=None, input_shape=(args.image_size, args.image_size, 3), classes=args.classes)
@@ -75,28 +82,48 @@ def main():
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, model(images, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
+        # When this rank's own gradients are ready (before any wait for
+        # the others): its compute time, reported per step.
+        with tf.control_dependencies(grads):
+            computed = tf.timestamp()
         grads = tf.cond(together, lambda: averaged(grads), lambda: list(grads))
         opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
+        return loss, computed
+
+    job_steps = [0]
+
+    def run_step(together):
+        # One step, reported: the job's steps numbered, with this rank's
+        # compute seconds; rank 0's steps alone under the job's last
+        # number, without (nobody waits in them).
+        began = time.time()
+        loss, computed = step(together)
+        loss.numpy()
+        compute_s = None
+        if together is job:
+            job_steps[0] += 1
+            compute_s = float(computed.numpy()) - began
+        rank_progress.report("step", job_steps[0], compute_s)
 
     def timed_steps(count, together):
         times = []
         for _ in range(count):
             start = time.perf_counter()
-            step(together).numpy()
+            run_step(together)
             times.append(time.perf_counter() - start)
         return times
 
     job, alone = tf.constant(True), tf.constant(False)
-    step(job)
+    rank_progress.report("ready")
+    run_step(job)
     hvd.broadcast_variables(model.variables, root_rank=0)
     hvd.broadcast_variables(opt.variables(), root_rank=0)
     for _ in range(args.warmup_steps):
-        step(job)
+        run_step(job)
     rounds = []
     if args.baseline_rounds > 0 and hvd.size() > 1:
         if hvd.rank() == 0:
-            step(alone)  # untimed: the branch's first run
+            run_step(alone)  # untimed: the branch's first run
         hvd.allreduce(tf.constant(0.0), name="refarch_round_start")
         count = min(args.baseline_rounds, args.steps)
         per_round = [args.steps // count + (1 if r < args.steps % count else 0) for r in range(count)]
