@@ -126,8 +126,16 @@ def rank_activity(first: dict[str, str], second: dict[str, str]) -> tuple[float,
         return None
 
 
+#: CPU share and major faults per second of a node's ranks above which
+#: they still work at a stop: a rank that waits for the others in a
+#: collective used 0.01 CPU and no major fault (measured at F24's stop);
+#: one that thrashes is starved of CPU but faults (0.3-1.5 CPU and
+#: hundreds of faults in 3 s).
+WORKING_CPU = 0.1
+WORKING_FAULTS_PER_S = 3.0
+
+
 def still_working(activity: tuple[float, int, str] | None, seconds: float) -> bool:
     """Whether a node's ranks were still at work (:func:`rank_activity`):
-    using at least half a CPU, or faulting at :data:`MAJOR_FAULTS_PER_S`;
-    a rank that waits for the others in a collective does neither."""
-    return activity is not None and (activity[0] >= 0.5 or activity[1] >= MAJOR_FAULTS_PER_S * seconds)
+    above :data:`WORKING_CPU` or :data:`WORKING_FAULTS_PER_S`."""
+    return activity is not None and (activity[0] >= WORKING_CPU or activity[1] >= WORKING_FAULTS_PER_S * seconds)

@@ -42,7 +42,7 @@ class JobResult:
 
 
 #: Seconds between the two readings of the ranks' activity when a job is stopped.
-ACTIVITY_S = 3.0
+ACTIVITY_S = 5.0
 
 
 def _probe(hosts, nodes: list[str], script: str = "") -> dict[str, dict[str, str]]:
@@ -110,50 +110,64 @@ def _stop(hosts, host, user: str, job: str, script: str, nodes: list[str]) -> No
             pass
 
 
-def _working(nodes: list[str], first: dict, second: dict) -> tuple[list[str], list[str]]:
-    """(nodes whose ranks were still at work, nodes whose ranks waited)
-    between the two readings at the stop (:func:`refarch.pressure.still_working`)."""
-    working, waiting = [], []
+def _working(nodes: list[str], first: dict, second: dict) -> tuple[list[str], list[str], list[str]]:
+    """(nodes whose ranks were still at work, nodes whose ranks waited,
+    nodes whose rank processes are gone) between the two readings at the
+    stop (:func:`refarch.pressure.still_working`)."""
+    working, waiting, gone = [], [], []
     for n in dict.fromkeys(nodes):
         try:
             seconds = float(second[n]["t"]) - float(first[n]["t"])
         except (KeyError, ValueError):
             continue
+        if second[n].get("rank_procs") == "0":
+            gone.append(n)
+            continue
         activity = pressure.rank_activity(first[n], second[n])
         if activity is not None:
             (working if pressure.still_working(activity, seconds) else waiting).append(
                 f"{n} ({activity[0]:.2f} CPU, {activity[1]:,} major faults in {seconds:.0f} s, state {activity[2]})")
-    return working, waiting
+    return working, waiting, gone
 
 
 def describe_stop(reason: str, seconds: float, ranks: dict[int, stall.RankProgress], missing: list[int],
                   nodes: list[str], before: dict, after: dict, at_stop: dict | None = None) -> str:
     """The failure of a stopped job in one line: when, why, the rank(s)
-    behind with their node and progress (else, when all ranks got as far,
-    the nodes whose ranks were still at work while the others waited:
-    ``at_stop`` is the reading :data:`ACTIVITY_S` before ``after``),
-    Horovod's missing ranks, and each node's
-    :func:`refarch.pressure.diagnosis` (or that none shows any)."""
+    behind with their node and progress, Horovod's missing ranks, and each
+    node's :func:`refarch.pressure.diagnosis` (or that none shows any).
+
+    When every rank got as far, the one behind is the rank whose process is
+    gone, else the rank still at work while the others wait (``at_stop`` is
+    the reading :data:`ACTIVITY_S` before ``after``), else the rank on the
+    only node under memory or CPU pressure."""
     parts = [f"stopped {seconds:.0f} s after its start: {reason}"]
+    names = list(dict.fromkeys(nodes))
+    findings, pressed = [], []
+    for n in names:
+        if "error" in after.get(n, {}):
+            findings.append(f"{n}: not read ({after[n]['error']})")
+            continue
+        found = pressure.diagnosis(before.get(n, {}), after.get(n, {}))
+        findings += [f"{n}: {d}" for d in found]
+        pressed += [n] if found else []
     behind = stall.slow_ranks(ranks, missing)
-    working, waiting = _working(nodes, at_stop or {}, after)
+    working, waiting, gone = _working(nodes, at_stop or {}, after)
+    where = ", ".join(sorted({p.where() for p in ranks.values()}))
     if behind:
         others = sorted({ranks[r].where() for r in ranks if r not in behind})
         parts.append("behind: " + ", ".join(f"rank {r} on {nodes[r]} ({ranks[r].where()})" for r in behind)
                      + (f"; the others at {', '.join(others)}" if others else ""))
+    elif gone and len(gone) < len(names):
+        parts.append(f"all ranks at {where}; behind: the rank on {', '.join(gone)} (its process is gone; "
+                     "the others wait for it)")
     elif working and waiting:
-        where = sorted({p.where() for p in ranks.values()})
-        parts.append(f"all ranks at {', '.join(where)}; behind: the rank on " + ", ".join(working)
+        parts.append(f"all ranks at {where}; behind: the rank on " + ", ".join(working)
                      + "; waiting for it: " + ", ".join(waiting))
+    elif len(pressed) == 1 and len(names) > 1:
+        parts.append(f"all ranks at {where}; behind: the rank on {pressed[0]} (the only node under pressure)")
     if missing:
         parts.append("Horovod's stall check: missing rank(s) " + ", ".join(f"{r} on {nodes[r]}" for r in missing
                                                                            if r < len(nodes)))
-    findings = []
-    for n in dict.fromkeys(nodes):
-        if "error" in after.get(n, {}):
-            findings.append(f"{n}: not read ({after[n]['error']})")
-            continue
-        findings += [f"{n}: {d}" for d in pressure.diagnosis(before.get(n, {}), after.get(n, {}))]
     parts.append("; ".join(findings) if findings else "no node shows memory pressure or CPU throttling")
     return "; ".join(parts)
 

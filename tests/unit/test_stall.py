@@ -107,7 +107,7 @@ def test_rank_activity_tells_a_working_rank_from_a_waiting_one():
     assert pressure.rank_activity(first, {**first, "rank_cpu_ticks": "1150", "t": "13.0"}) == (0.5, 0, "S")
     assert pressure.still_working((0.5, 0, "S"), 3.0)
     assert pressure.still_working((0.01, 200, "D"), 3.0)
-    assert not pressure.still_working((0.01, 10, "S"), 3.0)
+    assert not pressure.still_working((0.01, 0, "S"), 3.0)
     assert pressure.rank_activity(first, {**first, "rank_procs": "0"}) is None
     assert pressure.rank_activity({}, first) is None
 
@@ -160,5 +160,16 @@ def test_stopped_job_is_described_naming_node_and_pressure():
                                   ["node1", "node2"], {"node1": BEFORE, "node2": BEFORE}, after, at_stop)
     assert "; all ranks at ready; behind: the rank on node2 (1.54 CPU, 876 major faults in 3 s, state S); " \
            "waiting for it: node1 (0.00 CPU, 0 major faults in 3 s, state S); node2: memory: 10,756" in text
+    # The rank on node2 was killed (its process gone), or nothing tells the
+    # ranks apart but node2's pressure.
+    gone = {**after, "node2": {**after["node2"], "rank_procs": "0"}}
+    text = jobwatch.describe_stop("x", 101, ranks, [], ["node1", "node2"], {"node1": BEFORE, "node2": BEFORE},
+                                  gone, at_stop)
+    assert "behind: the rank on node2 (its process is gone; the others wait for it)" in text
+    idle = {n: {**r, "rank_cpu_ticks": at_stop[n]["rank_cpu_ticks"], "rank_major_faults": "10000"}
+            for n, r in after.items()}
+    text = jobwatch.describe_stop("x", 101, ranks, [], ["node1", "node2"], {"node1": BEFORE, "node2": BEFORE},
+                                  idle, at_stop)
+    assert "behind: the rank on node2 (the only node under pressure)" in text
     quiet = jobwatch.describe_stop("x", 5, ranks, [], ["node1", "node2"], {}, {"node2": {"error": "timed out"}})
     assert quiet.endswith("node2: not read (timed out)")
