@@ -1,16 +1,20 @@
 """Dotted-key overrides of a profile (``--set nodes.count=3``): parsing
 them from the command line, applying them to the profile's data before it
-is validated, and naming the nearest existing key for a mistyped one.
+is validated, and naming the nearest existing key for a mistyped one; and
+a profile laid over the one it ``extends`` (``extends: local``).
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
 from .errors import ProfileError
+from .paths import PROFILES_DIR
 
 
 def parse_overrides(items: list[str]) -> dict[str, Any]:
@@ -78,3 +82,53 @@ def nearest_key(model: Any, loc: tuple) -> str | None:
     names = list(getattr(model, "model_fields", {}))
     match = difflib.get_close_matches(str(loc[-1]), names, n=1, cutoff=0.6)
     return ".".join([*(str(p) for p in loc[:-1]), match[0]]) if match else None
+
+
+def merged(base: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``child`` laid over ``base``: mappings merge key by key (recursively),
+    anything else in ``child`` (a list, a value) replaces ``base``'s."""
+    out = dict(base)
+    for key, value in child.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def with_base(data: dict[str, Any], read: Callable[[str], dict[str, Any]], seen: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A profile's data with the profile it ``extends`` (read by name with
+    ``read``) merged under it (:func:`merged`), to any depth; the
+    ``extends`` key itself is dropped.
+
+    Raises:
+        ProfileError: a profile extends itself, directly or not.
+    """
+    data = dict(data)
+    base = data.pop("extends", None)
+    if base is None:
+        return data
+    if base in seen:
+        raise ProfileError(f"profile {data.get('name', '?')}: extends {base}, which extends it back "
+                           f"({' -> '.join((*seen, base))})")
+    return merged(with_base(read(base), read, (*seen, base)), data)
+
+
+def profile_names() -> list[str]:
+    """Names of the profiles shipped in ``descriptors/profiles``."""
+    return sorted(p.stem for p in PROFILES_DIR.glob("*.yml"))
+
+
+def read_profile(name_or_path: str) -> dict[str, Any]:
+    """A profile's raw data, by name (``descriptors/profiles/<name>.yml``)
+    or by path, before :func:`with_base` and validation.
+
+    Raises:
+        ProfileError: unknown profile, or not valid YAML (one line).
+    """
+    path = Path(name_or_path)
+    if not (path.suffix in (".yml", ".yaml") and path.is_file()):
+        path = PROFILES_DIR / f"{name_or_path}.yml"
+    if not path.is_file():
+        raise ProfileError(f"unknown profile {name_or_path!r}; available: {', '.join(profile_names())}")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"profile {path.name}: not valid YAML: {exc}".replace("\n", " ")) from None

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import glob
 import ipaddress
-from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ProfileError
 from .headroom import Headroom
-from .overrides import check_property_override, nearest_key, set_path
-from .paths import PROFILES_DIR
+from .overrides import check_property_override, nearest_key, profile_names, read_profile, set_path, with_base
 from .stall import JobWatch
 
 
@@ -137,6 +134,14 @@ class Expect(_Strict):
     headroom: Headroom = Headroom()
 
 
+class ReferenceCurve(_Strict):
+    """Published images/sec per world size, drawn beside the measured curve
+    on an axis of its own (other hardware); ``source`` says where from."""
+
+    images_per_sec: dict[int, float]
+    source: str
+
+
 class Smoke(_Strict):
     """The synthetic benchmark.  ``batch_size`` (images per rank per step)
     is the one the smoke checks and the efficiency property use;
@@ -164,6 +169,7 @@ class Smoke(_Strict):
     #: Largest relative difference between np=1 on its own and np=1 in the
     #: rounds before the run's efficiency is an error.
     max_baseline_drift: float = Field(0.25, gt=0)
+    reference_curve: ReferenceCurve | None = None
 
 
 class Convergence(_Strict):
@@ -179,10 +185,12 @@ class Convergence(_Strict):
 
 
 class Communication(_Strict):
-    """The communication measurement between every pair of nodes: raw TCP
-    for ``tcp_seconds`` (iperf3), then Horovod allreduce at each size in
-    ``sizes_mib`` (MiB), ``warmup`` untimed and ``iterations`` timed rounds."""
+    """The communication measurement between pairs of nodes (``pairs``:
+    every pair, N(N-1)/2 of them, or a ring, each node and the next: N):
+    raw TCP for ``tcp_seconds`` (iperf3), then Horovod allreduce at each
+    size in ``sizes_mib`` (MiB), ``warmup`` untimed and ``iterations`` timed."""
 
+    pairs: Literal["all", "ring"] = "all"
     tcp_seconds: int = Field(3, ge=1, le=60)
     sizes_mib: list[float] = Field([1, 16, 64], min_length=1)
     warmup: int = Field(2, ge=0)
@@ -362,28 +370,19 @@ class Profile(_Strict):
 
 def available_profiles() -> list[str]:
     """Names of the profiles shipped in ``descriptors/profiles``."""
-    return sorted(p.stem for p in PROFILES_DIR.glob("*.yml"))
+    return profile_names()
 
 
 def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> Profile:
     """Load and validate a profile by name (``descriptors/profiles/<name>.yml``)
-    or by path, applying dotted-key ``overrides`` such as ``{"nodes.count": 3}``.
+    or by path, laid over the profile it ``extends`` (by name), applying
+    dotted-key ``overrides`` such as ``{"nodes.count": 3}``.
 
     Raises:
-        ProfileError: unknown profile, unreadable YAML, or a value that fails
-            validation; the message is one line naming the field.
+        ProfileError: unknown profile, unreadable YAML, an ``extends`` cycle or
+            a value that fails validation (one line naming the field).
     """
-    path = Path(name_or_path)
-    if not (path.suffix in (".yml", ".yaml") and path.is_file()):
-        path = PROFILES_DIR / f"{name_or_path}.yml"
-    if not path.is_file():
-        raise ProfileError(
-            f"unknown profile {name_or_path!r}; available: {', '.join(available_profiles())}"
-        )
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"profile {path.name}: not valid YAML: {exc}".replace("\n", " ")) from None
+    data = with_base(read_profile(name_or_path), read_profile)
     for key, value in (overrides or {}).items():
         check_property_override(data, key)
         set_path(data, key, value)
@@ -396,4 +395,5 @@ def load_profile(name_or_path: str, overrides: dict[str, Any] | None = None) -> 
         if first["type"] == "extra_forbidden":
             near = nearest_key(Profile, first["loc"])
             hint = f"; did you mean {near}?" if near else ""
-        raise ProfileError(f"profile {data.get('name', path.stem)}: {where}: {first['msg']}{hint}") from None
+        raise ProfileError(f"profile {data.get('name', name_or_path)}: {where}: {first['msg']}{hint}") from None
+

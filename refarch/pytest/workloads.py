@@ -347,21 +347,31 @@ def allreduce_args(profile) -> str:
             f" --warmup {c.warmup} --iterations {c.iterations}")
 
 
+def node_pairs(names: list[str], kind: str) -> list[tuple[str, str]]:
+    """The pairs the communication measurement takes: ``all`` (every pair,
+    in order) or ``ring`` (each node and the next, the last and the first;
+    one pair for two nodes)."""
+    if len(names) < 2:
+        return []
+    if kind == "ring":
+        ring = [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
+        return ring[:1] if len(names) == 2 else ring
+    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+
+
 @pytest.fixture(scope="session")
 def communication_runs(cluster, hosts, profile, results) -> list[dict]:
-    """For every pair of nodes (a, b): raw TCP a -> b (iperf3, bytes/s) and
-    Horovod's allreduce bus bandwidth between them per message size
+    """For each pair of nodes (a, b) of :func:`node_pairs`: raw TCP a -> b
+    (iperf3, bytes/s) and Horovod's allreduce bus bandwidth between them per message size
     (``allreduce_bench.py`` at np=2); one dict per pair.  A pair that cannot
     be measured is reported with ``error`` naming both nodes."""
-    from itertools import combinations
-
     user = profile.training_user.name
     names = cluster.contract.node_names
     pairs = []
     with timed(results, "properties"):
         if len(names) > 1:
             _launch_across(hosts, cluster, profile)
-        for a, b in combinations(names, 2):
+        for a, b in node_pairs(names, profile.communication.pairs):
             pair = {"pair": [a, b]}
             try:
                 pair["tcp_Bps"] = iperf3_bytes_per_sec(hosts[a], hosts[b], cluster.contract.node(b).address, user,

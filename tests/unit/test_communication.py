@@ -131,3 +131,12 @@ def test_the_benchmark_takes_the_median_of_the_slowest_ranks_iterations(monkeypa
     assert size["iteration_seconds"] == pytest.approx([0.15, 0.15, 1.5, 0.15, 0.15])
     assert size["seconds"] == pytest.approx(0.15)
     assert size["busbw_Bps"] == pytest.approx((64 << 20) / 0.15)
+
+
+def test_pairs_are_every_pair_or_a_ring():
+    from refarch.pytest.workloads import node_pairs
+
+    names = ["n1", "n2", "n3", "n4"]
+    assert len(node_pairs(names, "all")) == 6 and node_pairs(names[:1], "ring") == []
+    assert node_pairs(names, "ring") == [("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n1")]
+    assert node_pairs(names[:2], "ring") == node_pairs(names[:2], "all") == [("n1", "n2")]
