@@ -73,8 +73,10 @@ def _inline_svg(fig, element_id: str) -> str:
 def scaling_svg(results: dict) -> str:
     """The scaling plot as inline SVG: images/sec per world size for each
     batch size (medians with their 95 % intervals as error bars), and the
-    ideal line (world size x images/sec at np=1).
-    Empty when the run has no scaling table."""
+    ideal line (world size x images/sec at np=1); with the profile's
+    ``smoke.reference_curve``, that published curve on a right-hand axis of
+    its own, labelled with its source.  Empty when the run has no scaling
+    table."""
     table = results.get("smoke", {}).get("scaling") or []
     if not table:
         return ""
@@ -103,7 +105,18 @@ def scaling_svg(results: dict) -> str:
     ax.set_ylabel("images/sec")
     ax.set_xticks(sorted({r["world_size"] for r in table}))
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    handles, labels = ax.get_legend_handles_labels()
+    reference = (results["smoke"].get("config") or {}).get("reference_curve")
+    if reference:
+        # Other hardware: its own axis, so both curves' shapes show.
+        points = sorted((int(w), float(v)) for w, v in reference["images_per_sec"].items())
+        ref_ax = ax.twinx()
+        ref_ax.plot([w for w, _ in points], [v for _, v in points], color="grey", marker="s", linestyle=":",
+                    label="reference (right axis): " + reference["source"][:90], gid="reference-curve")
+        ref_ax.set_ylabel("reference images/sec")
+        more_handles, more_labels = ref_ax.get_legend_handles_labels()
+        handles, labels = handles + more_handles, labels + more_labels
+    ax.legend(handles, labels, fontsize=7)
     return _inline_svg(fig, "scaling-plot")
 
 

@@ -69,3 +69,18 @@ def test_scaling_points_cover_every_world_size_and_batch_size():
 def test_world_sizes_beyond_the_node_count_are_rejected():
     with pytest.raises(ProfileError, match=r"smoke.world_sizes \[3\] are not between 1 and nodes.count 2"):
         load_profile("local", {"smoke.world_sizes": [1, 3]})
+
+
+def test_a_profile_extends_another(tmp_path):
+    """The scale profile is the local one with eight smaller nodes; a
+    cycle of extends is one line, before anything is made."""
+    from refarch.overrides import merged, with_base
+
+    scale, local = load_profile("scale"), load_profile("local")
+    assert (scale.nodes.count, scale.nodes.flavor.memory_mb) == (8, 2048)
+    assert scale.training_user == local.training_user and scale.expect.sshd == local.expect.sshd
+    assert scale.smoke.model == local.smoke.model and scale.smoke.image_size == 32
+    assert merged({"a": {"b": 1, "c": [1]}}, {"a": {"c": [2]}}) == {"a": {"b": 1, "c": [2]}}
+    loop = {"x": {"name": "x", "extends": "y"}, "y": {"name": "y", "extends": "x"}}
+    with pytest.raises(ProfileError, match="extends y, which extends it back"):
+        with_base(loop["x"], loop.__getitem__)

@@ -135,3 +135,13 @@ def test_the_page_says_which_fault_cases_prove_each_check_and_property(tmp_path)
     assert next(r for r in rows if r["check"] == "test_sshd_effective_settings")["proven_by"] == ["F6"]
     html = report.render(results).read_text()
     assert "proven by (fault cases)" in html and "<td class=\"small\">F6</td>" in html
+
+
+def test_the_plot_draws_the_profiles_reference_curve_with_its_source(tmp_path):
+    data = json.loads(RECORDED.read_text())
+    data["smoke"].setdefault("config", {})["reference_curve"] = {
+        "images_per_sec": {"1": 412, "8": 3170}, "source": "DGX-1 (8x V100 16 GB), FP32 + XLA"}
+    (tmp_path / "results.json").write_text(json.dumps(data))
+    html = report.render(tmp_path / "results.json").read_text()
+    assert 'id="reference-curve"' in html and "reference (right axis): DGX-1 (8x V100 16 GB)" in html
+    assert "reference images/sec" in html
