@@ -55,3 +55,13 @@ def test_a_low_open_file_limit_over_ssh_is_named():
         "nofile limit of hvd over SSH: 20, need 1024"]
     with pytest.raises(ValueError, match="expected three limits"):
         headroom.parse_limits("ssh: connect to host node2 port 22: Connection refused\n")
+
+
+def test_file_cache_counts_as_free_under_a_cgroup_limit():
+    """The first node of 8 (sshfs server, 2 GiB) after the jobs: 864 MiB
+    in use, 715 MiB of it the share's page cache (recorded 2026-12-06)."""
+    readings = {"mem_available_kib": "23734676", "cg_limit": "2147483648", "cg_usage": "905580544",
+                "cg_file_cache": "749191168"}
+    assert headroom.memory_problem(readings, 1380, "1 rank") == ""
+    assert headroom.memory_problem({**readings, "cg_file_cache": "0"}, 1380, "1 rank").startswith(
+        "memory: 1184 MiB available (cgroup limit 2048 MiB, 864 MiB in use")
