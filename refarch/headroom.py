@@ -55,12 +55,12 @@ PROBE = r"""
 printf 'mem_available_kib=%s\n' "$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)"
 if [ -f /sys/fs/cgroup/memory.max ]; then
   printf 'cg_limit=%s\ncg_usage=%s\n' "$(cat /sys/fs/cgroup/memory.max)" "$(cat /sys/fs/cgroup/memory.current)"
-  printf 'cg_file_cache=%s\n' "$(awk '$1 == "file" {f = $2} $1 == "shmem" {s = $2} END {print f - s}' /sys/fs/cgroup/memory.stat)"
+  printf 'cg_file_cache=%s\n' "$(awk '$1 == "file" {f = $2} $1 == "shmem" {s = $2} END {printf "%.0f\n", f - s}' /sys/fs/cgroup/memory.stat)"
   printf 'cpu_max=%s\n' "$(cat /sys/fs/cgroup/cpu.max 2>/dev/null)"
 elif [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ]; then
   printf 'cg_limit=%s\n' "$(cat /sys/fs/cgroup/memory/memory.limit_in_bytes)"
   printf 'cg_usage=%s\n' "$(cat /sys/fs/cgroup/memory/memory.usage_in_bytes)"
-  printf 'cg_file_cache=%s\n' "$(awk '$1 == "total_cache" {f = $2} $1 == "total_shmem" {s = $2} END {print f - s}' /sys/fs/cgroup/memory/memory.stat)"
+  printf 'cg_file_cache=%s\n' "$(awk '$1 == "total_cache" {f = $2} $1 == "total_shmem" {s = $2} END {printf "%.0f\n", f - s}' /sys/fs/cgroup/memory/memory.stat)"
   printf 'cpu_max=%s %s\n' "$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)" "$(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)"
 fi
 printf 'nproc=%s\n' "$(nproc)"

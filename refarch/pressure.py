@@ -38,7 +38,7 @@ if [ -f $cg/memory.max ]; then
   printf 'oom_kills=%s\n' "$(awk '$1 == "oom_kill" {print $2}' $cg/memory.events)"
   printf 'cpu_periods=%s\n' "$(awk '$1 == "nr_periods" {print $2}' $cg/cpu.stat)"
   printf 'cpu_throttled=%s\n' "$(awk '$1 == "nr_throttled" {print $2}' $cg/cpu.stat)"
-  printf 'throttled_ns=%s\n' "$(awk '$1 == "throttled_usec" {print $2 * 1000}' $cg/cpu.stat)"
+  printf 'throttled_ns=%s\n' "$(awk '$1 == "throttled_usec" {printf "%.0f\n", $2 * 1000}' $cg/cpu.stat)"
 elif [ -d $cg/memory ]; then
   printf 'memory_limit=%s\n' "$(cat $cg/memory/memory.limit_in_bytes)"
   printf 'major_faults=%s\n' "$(awk '$1 == "total_pgmajfault" {print $2}' $cg/memory/memory.stat)"
@@ -48,14 +48,14 @@ elif [ -d $cg/memory ]; then
   printf 'cpu_throttled=%s\n' "$(awk '$1 == "nr_throttled" {print $2}' $cg/cpu/cpu.stat)"
   printf 'throttled_ns=%s\n' "$(awk '$1 == "throttled_time" {print $2}' $cg/cpu/cpu.stat)"
 fi
-printf 'swap_used_kib=%s\n' "$(awk '/^SwapTotal:/ {t = $2} /^SwapFree:/ {f = $2} END {print t - f}' /proc/meminfo)"
+printf 'swap_used_kib=%s\n' "$(awk '/^SwapTotal:/ {t = $2} /^SwapFree:/ {f = $2} END {printf "%.0f\n", t - f}' /proc/meminfo)"
 for r in memory cpu; do
   [ -r /proc/pressure/$r ] && printf 'psi_%s=%s\n' "$r" "$(awk '$1 == "some" {print $2}' /proc/pressure/$r)"
 done
 if [ -n "$1" ]; then
   for p in $(pgrep -f "^[^ ]*python[^ ]* [^ ]*$1"); do cat /proc/$p/stat 2>/dev/null; echo; done |
     awk 'NF > 20 {sub(/^.*\) /, ""); n++; s = s $1; f += $10; c += $12 + $13}
-         END {printf "rank_procs=%d\nrank_states=%s\nrank_major_faults=%d\nrank_cpu_ticks=%d\n", n, s, f, c}'
+         END {printf "rank_procs=%d\nrank_states=%s\nrank_major_faults=%.0f\nrank_cpu_ticks=%.0f\n", n, s, f, c}'
   printf 'clock_ticks=%s\n' "$(getconf CLK_TCK)"
 fi
 printf 't=%s\n' "$(date +%s.%N)"

@@ -65,3 +65,15 @@ def test_file_cache_counts_as_free_under_a_cgroup_limit():
     assert headroom.memory_problem(readings, 1380, "1 rank") == ""
     assert headroom.memory_problem({**readings, "cg_file_cache": "0"}, 1380, "1 rank").startswith(
         "memory: 1184 MiB available (cgroup limit 2048 MiB, 864 MiB in use")
+
+
+def test_the_probe_prints_whole_numbers_on_this_machine():
+    """Run here as it runs on a node: awk's print writes large numbers as
+    2.35076e+09, which int() refuses (seen on a node with 2.2 GB cached)."""
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", headroom.PROBE, "probe", "/tmp"], capture_output=True, text=True,
+                         check=True).stdout
+    readings = headroom.parse_probe(out)
+    for key in ("mem_available_kib", "cg_usage", "cg_file_cache", "nproc"):
+        assert readings.get(key, "0").lstrip("-").isdigit(), (key, readings.get(key))

@@ -173,3 +173,15 @@ def test_stopped_job_is_described_naming_node_and_pressure():
     assert "behind: the rank on node2 (the only node under pressure)" in text
     quiet = jobwatch.describe_stop("x", 5, ranks, [], ["node1", "node2"], {}, {"node2": {"error": "timed out"}})
     assert quiet.endswith("node2: not read (timed out)")
+
+
+def test_the_pressure_probe_prints_whole_numbers_on_this_machine():
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", pressure.PROBE, "probe", "no-such-workload.py"], capture_output=True,
+                         text=True, check=True).stdout
+    readings = pressure.parse(out)
+    for key in ("major_faults", "limit_reached", "oom_kills", "cpu_periods", "throttled_ns", "swap_used_kib",
+                "rank_procs", "rank_major_faults", "rank_cpu_ticks"):
+        assert readings.get(key, "0").isdigit(), (key, readings.get(key))
+    assert readings["rank_procs"] == "0"
