@@ -189,20 +189,25 @@ def watched_run(hosts, first: str, user: str, command: str, hostlist: str, scrip
     host = hosts[first]
     started = _launch(host, user, command, job)
     offset, text, now = 0, "", started
-    while True:
-        time.sleep(watch.poll_s)
-        rc, offset_new, now, chunk = _read(host, user, job, offset)
-        text += chunk
-        offset = offset_new
-        if rc is not None:
-            if rc.strip().lstrip("-").isdigit():
+    try:
+        while True:
+            time.sleep(watch.poll_s)
+            rc, offset_new, now, chunk = _read(host, user, job, offset)
+            text += chunk
+            offset = offset_new
+            if rc is not None and rc.strip().lstrip("-").isdigit():
                 return JobResult(int(rc), text, now - started, started)
-        ranks = stall.parse_progress(text, world_size)
-        reason = stall.stop_reason(ranks, started, now, watch)
-        if reason is None and now - started >= limit_s:
-            reason = f"ran past its limit of {limit_s} s"
-        if reason is not None:
-            break
+            ranks = stall.parse_progress(text, world_size)
+            reason = stall.stop_reason(ranks, started, now, watch)
+            if reason is None and now - started >= limit_s:
+                reason = f"ran past its limit of {limit_s} s"
+            if reason is not None:
+                break
+    except BaseException:
+        # Interrupted (SIGINT, a failed read): the detached job must not
+        # outlive the watch on a kept cluster.
+        _stop(hosts, host, user, job, script, nodes)
+        raise
     missing = stall.horovod_missing_ranks(text)
     at_stop = _probe(hosts, list(dict.fromkeys(nodes)), script)
     time.sleep(ACTIVITY_S)

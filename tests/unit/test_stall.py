@@ -185,3 +185,31 @@ def test_the_pressure_probe_prints_whole_numbers_on_this_machine():
                 "rank_procs", "rank_major_faults", "rank_cpu_ticks"):
         assert readings.get(key, "0").isdigit(), (key, readings.get(key))
     assert readings["rank_procs"] == "0"
+
+
+def test_an_interrupted_watch_stops_its_job(monkeypatch):
+    """SIGINT while a job runs: the detached job and its ranks are stopped
+    before the interrupt goes on (a kept cluster keeps no stray job)."""
+    from types import SimpleNamespace
+
+    sent = []
+
+    def fake_run_as(host, user, command, timeout_s=60):
+        sent.append(command)
+        if "setsid" in command:
+            return SimpleNamespace(rc=0, stdout="pid=42 t=1000.0\n", stderr="")
+        if "stat -c %s" in command:
+            raise KeyboardInterrupt
+        return SimpleNamespace(rc=0, stdout="", stderr="")
+
+    class Host:
+        def run(self, command):
+            return SimpleNamespace(rc=0, stdout="t=1000.0\n", stderr="")
+
+    monkeypatch.setattr(jobwatch, "run_as", fake_run_as)
+    monkeypatch.setattr(jobwatch.time, "sleep", lambda s: None)
+    with pytest.raises(KeyboardInterrupt):
+        jobwatch.watched_run({"node1": Host(), "node2": Host()}, "node1", "hvd", "horovodrun ...", "node1:1,node2:1",
+                             "tf2_synthetic_benchmark.py", "job-np2", WATCH, 900)
+    assert any("pkill -TERM -s" in c for c in sent)
+    assert sum("pkill -KILL -u $(id -u) -f tf2_synthetic_benchmark.py" in c for c in sent) == 2
