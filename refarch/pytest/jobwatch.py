@@ -185,7 +185,8 @@ def watched_run(hosts, first: str, user: str, command: str, hostlist: str, scrip
     """
     nodes = rank_nodes(hostlist)
     world_size = len(nodes)
-    before = _probe(hosts, list(dict.fromkeys(nodes)))
+    distinct = list(dict.fromkeys(nodes))
+    before = _probe(hosts, distinct)
     host = hosts[first]
     started = _launch(host, user, command, job)
     offset, text, now = 0, "", started
@@ -209,9 +210,9 @@ def watched_run(hosts, first: str, user: str, command: str, hostlist: str, scrip
         _stop(hosts, host, user, job, script, nodes)
         raise
     missing = stall.horovod_missing_ranks(text)
-    at_stop = _probe(hosts, list(dict.fromkeys(nodes)), script)
+    at_stop = _probe(hosts, distinct, script)
     time.sleep(ACTIVITY_S)
-    after = _probe(hosts, list(dict.fromkeys(nodes)), script)
+    after = _probe(hosts, distinct, script)
     _stop(hosts, host, user, job, script, nodes)
     _, _, _, chunk = _read(host, user, job, offset)
     text += chunk
