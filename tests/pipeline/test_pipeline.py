@@ -35,7 +35,7 @@ TOOL_ENVS = ("unit", "lint", "policy")
 ROLE_JOBS = {f"role-{r}": "on_success" for r in ("common", "ca-certificates", "ssh-hardening", "time-sync", "gpu",
                                                  "cluster-ssh", "shared-storage", "openmpi", "horovod", "nfs")}
 #: Heavy-tier jobs that run by hand when their inputs did not change (the role jobs are left out).
-MANUAL_OTHERWISE = ("availability-local", "configurability-local", "lifecycle-local", "toolset-image",
+MANUAL_OTHERWISE = ("availability-local", "configurability-local", "lifecycle-local", "scale-local", "toolset-image",
                     "openstack-aio")
 
 
