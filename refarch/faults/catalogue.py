@@ -362,6 +362,12 @@ FAULTS: tuple[Fault, ...] = (
           must_pass=("test_resource_headroom[{n0}]",),
           message=r"{n1}: CPU: 0\.5 CPUs \(cgroup quota 50000/100000 us; nproc \d+\), need 1 \(1 rank x 1 intra-op "
                   r"thread\)"),
+    Fault("cpu-straggler", "one node's CPU quota cut to half a core while the smoke job trains across nodes",
+          report_kind="one slow node among fast ones: every step of the ring waits for it",
+          inject=inj.cpu_quota(0.5), revert=inj.cpu_quota_back, state=inj.cpu_state, judges_figures=True,
+          checks="test_property and straggler_ratio", must_fail=("test_property[scaling.straggler_ratio]",),
+          message=r"scaling\.straggler_ratio = [\d.]+ ratio \(slowest: rank 1 on {n1}, median [\d.]+ s of compute "
+                  r"per step; fastest: rank 0 on {n0}, [\d.]+ s\) is above the upper bound [\d.]+"),
     Fault("F25", "one node's /tmp a full file system (no space, no inodes left)",
           report_kind="/tmp out of space or inodes: Open MPI's session directory cannot be made",
           inject=lambda c: c.sh(c.node(1), "mount -t tmpfs -o size=1m,nr_inodes=64 refarch-fault-tmp /tmp && "

@@ -8,8 +8,13 @@ The jobs are the smoke and scaling runs (fixtures ``training_runs`` and
 
 from __future__ import annotations
 
+import statistics
+from pathlib import Path
+
+import pytest
 from pydantic import Field
 
+from .. import stall
 from . import figures
 from .base import Group, Measurement, Property, Strict, across_nodes
 
@@ -68,9 +73,37 @@ def efficiency(request) -> Measurement:
         error="; ".join(figures.problems(table, smoke.max_relative_width, smoke.max_baseline_drift)))
 
 
+def straggler_ratio(request) -> Measurement:
+    """scaling.straggler_ratio: in the smoke job at np=N, the slowest rank's
+    median compute seconds per step over the fastest rank's (each rank's
+    ``REFARCH_PROGRESS ... compute_s=`` lines, refarch.stall), naming both
+    ranks' nodes (rank r runs on the r-th node).  Fails when a rank
+    reported fewer compute times than figures.MIN_SAMPLES."""
+    n = across_nodes(request)
+    run = request.getfixturevalue("training_runs")[n]
+    nodes = request.getfixturevalue("cluster").contract.node_names[:n]
+    ranks = stall.parse_progress(Path(run["log"]).read_text(encoding="utf-8"), n)
+    short = [f"rank {r} on {nodes[r]}: {len(p.compute_s)}" for r, p in ranks.items()
+             if len(p.compute_s) < figures.MIN_SAMPLES]
+    if short:
+        pytest.fail(f"too few compute times per rank in the np={n} job (need {figures.MIN_SAMPLES}): "
+                    f"{', '.join(short)} (full output: {run['log']})")
+    medians = {r: statistics.median(p.compute_s) for r, p in ranks.items()}
+    slow, fast = max(medians, key=medians.get), min(medians, key=medians.get)
+    value = medians[slow] / medians[fast] if medians[fast] > 0 else float("inf")
+    return Measurement(value, {"world_size": n, "log": run["log"], "median_compute_s": {
+        f"rank {r} on {nodes[r]}": m for r, m in medians.items()}},
+        detail=(f" (slowest: rank {slow} on {nodes[slow]}, median {medians[slow]:.3f} s of compute per step; "
+                f"fastest: rank {fast} on {nodes[fast]}, {medians[fast]:.3f} s)"))
+
+
 GROUP = Group("scaling", section=("smoke", Smoke), properties=(
     Property("efficiency", "ratio",
              "throughput(N) / (N x throughput(1)) of the synthetic benchmark, one rank per node (median images/sec "
              "of the steps, smoke batch size; np=1 timed in rounds beside np=N); an error when any world size "
              "gives more than 1, an interval too wide, or np=1 alone and in rounds disagree", efficiency),
+    Property("straggler_ratio", "ratio",
+             "in the smoke job at np=N, the slowest rank's median compute seconds per step over the fastest "
+             "rank's (the time until its own gradients exist, before it waits in the allreduce), naming the "
+             "slowest rank's node", straggler_ratio),
 ))

@@ -230,3 +230,25 @@ def test_every_group_section_is_the_profile_field_of_that_model():
             assert Profile.model_fields[key].annotation is model, (group.name, key)
         assert len(group.ids()) == len(set(group.ids())) > 0, group.name
     assert set(properties.KNOWN) == set(properties.by_id())
+
+
+def _progress_log(tmp_path, compute_s: dict[int, list[float]]) -> str:
+    """A watched job's log with ``REFARCH_PROGRESS`` step lines per rank."""
+    lines = [f"REFARCH_PROGRESS rank={r} stage=step t={100 + i}.0 step={i + 1} compute_s={c}"
+             for r, times in compute_s.items() for i, c in enumerate(times)]
+    log = tmp_path / "smoke-np2.log"
+    log.write_text("$ horovodrun ...\nexit 0\n--- output\n" + "\n".join(lines) + "\n", encoding="utf-8")
+    return str(log)
+
+
+def test_straggler_ratio_names_the_slowest_rank_and_its_node(tmp_path):
+    even = _progress_log(tmp_path, {0: [0.40, 0.41, 0.39, 0.40, 0.42, 0.40], 1: [0.41, 0.40, 0.42, 0.40, 0.41, 0.43]})
+    recorded, _ = _run_property("scaling.straggler_ratio", load_profile("local"), training_runs={2: {"log": even}})
+    assert recorded["verdict"] == "pass" and recorded["measured"] == pytest.approx(0.41 / 0.40)
+    slow = _progress_log(tmp_path, {0: [0.40] * 6, 1: [9.1, 0.80, 0.82, 0.79, 0.81, 0.80]})
+    with pytest.raises(AssertionError, match=r"straggler_ratio = 2\.0\d* ratio \(slowest: rank 1 on node2, median "
+                                             r"0\.805 s .* fastest: rank 0 on node1, 0\.400 s\) is above the upper"):
+        _run_property("scaling.straggler_ratio", load_profile("local"), training_runs={2: {"log": slow}})
+    short = _progress_log(tmp_path, {0: [0.40] * 6, 1: [0.40] * 5})
+    with pytest.raises(pytest.fail.Exception, match=r"too few compute times .* rank 1 on node2: 5"):
+        _run_property("scaling.straggler_ratio", load_profile("local"), training_runs={2: {"log": short}})
