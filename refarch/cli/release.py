@@ -62,7 +62,7 @@ def gate(args) -> int:
 
 
 def compare(args) -> int:
-    from ..judge import compare
+    from . import compare
 
     baseline = args.baseline
     if not baseline:

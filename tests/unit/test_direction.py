@@ -73,9 +73,6 @@ PENDING = {
     # profile.py imports judge.properties' KNOWN: it moves to
     # refarch/properties/ (the property registry, below the profile).
     ("profile", "judge"),
-    # judge/compare.py is a command (deploys two trees, tears them down).
-    ("judge", "report"),
-    ("judge", "faults"),
     # judge/gate.py reads the CI environments' records.
     ("judge", "ci"),
     # run.py labels a run with its owner (clouds/owner.py).

@@ -42,11 +42,11 @@ from pathlib import Path
 from .. import childrun
 from .. import version as ver
 from ..errors import RefarchError
+from ..judge import comparison, records
 from ..lifecycle import guarded
 from ..paths import DESCRIPTORS, ROOT, runs_dir
 from ..profile import load_profile
 from ..report import html as report
-from . import comparison, records
 
 #: The tests one repetition runs: the scaling table (images/sec at every
 #: world size), the efficiency property, the bus bandwidth property, and
@@ -280,7 +280,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
             does not deploy, or a failed measurement (both clusters are
             torn down either way).
     """
-    from .criteria import load_criteria
+    from ..judge.criteria import load_criteria
 
     overrides = overrides or {}
     base_commit, cand_commit, arrangement = preflight(baseline, candidate, repetitions, profile, overrides)
