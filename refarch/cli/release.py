@@ -40,13 +40,23 @@ def record(args) -> int:
     return 0
 
 
+def _environment_problems(version: str, validation: Path) -> list[str]:
+    """What the release gate needs of the suite's CI: every environment of
+    both tiers passed on this tree's exact key (refarch.ci.release)."""
+    from ..ci import environments
+    from ..ci import release as ci_release
+
+    return ci_release.problems(version, environments.definitions(), validation)
+
+
 def gate(args) -> int:
     from ..judge import criteria as release_criteria
     from ..judge import gate
 
     criteria = release_criteria.load_criteria(Path(args.criteria))
     args.version = args.version.removeprefix("v")
-    result = gate.evaluate(args.version, criteria, Path(args.records), release=not args.merge_request)
+    result = gate.evaluate(args.version, criteria, Path(args.records), environments=_environment_problems,
+                           release=not args.merge_request)
     for line in result.warnings:
         print(f"warning: {line}")
     for line in result.problems:

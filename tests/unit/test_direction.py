@@ -73,8 +73,6 @@ PENDING = {
     # profile.py imports judge.properties' KNOWN: it moves to
     # refarch/properties/ (the property registry, below the profile).
     ("profile", "judge"),
-    # judge/gate.py reads the CI environments' records.
-    ("judge", "ci"),
     # run.py labels a run with its owner (clouds/owner.py).
     ("run", "clouds"),
     # tools/roles.py: the owner variable and the VM platform's preflight;
