@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .. import owner
 from ..clouds import local as localcloud
-from ..clouds import owner
-from ..clouds.owner import Owner
 from ..cluster import Cluster
 from ..errors import RefarchError
 from ..lifecycle import guarded
 from ..overrides import parse_overrides
+from ..owner import Owner
 from ..paths import ROOT
 from ..run import RunDir, orphaned_runs, validate_run_id
 

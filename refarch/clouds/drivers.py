@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from .. import proc
 from ..errors import PreflightError
+from ..owner import Owner
 from ..profile import Profile
 from ..tools import ansible
 from . import image, wheelhouse
 from . import local as localcloud
 from .openstack_cloud import OpenStackCloud
-from .owner import Owner
 from .protocol import FAILURE_MODES, CloudDriver, Prepared  # noqa: F401 (FAILURE_MODES: re-exported)
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lifecycle, proc, progress
-from ..clouds.owner import OWNER_ENV
 from ..errors import CommandError, PhaseTimeout, RefarchError
+from ..owner import OWNER_ENV
 from ..paths import ANSIBLE_DIR, runs_dir
 from . import rolecache
 

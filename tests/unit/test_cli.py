@@ -105,7 +105,7 @@ def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, ca
 
 
 def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_path, monkeypatch):
-    from refarch.clouds.owner import Owner
+    from refarch.owner import Owner
 
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
     alive = Owner.current(tmp_path).labels()

@@ -73,9 +73,7 @@ PENDING = {
     # profile.py imports judge.properties' KNOWN: it moves to
     # refarch/properties/ (the property registry, below the profile).
     ("profile", "judge"),
-    # run.py labels a run with its owner (clouds/owner.py).
-    ("run", "clouds"),
-    # tools/roles.py: the owner variable and the VM platform's preflight;
+    # tools/roles.py: the VM platform's preflight;
     # tools/toolset.py: the bare Debian image.
     ("tools", "clouds"),
 }
