@@ -68,6 +68,14 @@ def vm(args) -> int:
     return 0
 
 
+def _vm_preflight() -> None:
+    """The VM platform's host check, imported only when a VM scenario runs
+    (the runner's loaded modules key the role scenarios' reuse records)."""
+    from ..clouds import vm
+
+    vm.preflight()
+
+
 def roles(args) -> int:
     from ..tools import roles
 
@@ -78,7 +86,7 @@ def roles(args) -> int:
         return 0
     if args.no_reuse:
         os.environ["REFARCH_ROLES_REUSE"] = "0"
-    outcomes, out = roles.run_scenarios(args.scenario)
+    outcomes, out = roles.run_scenarios(args.scenario, vm_preflight=_vm_preflight)
     reused = [o.scenario for o in outcomes if o.reused_from]
     if reused:
         print(f"roles: reused (passed on this machine within 24 h with the same inputs): {', '.join(reused)}; "
