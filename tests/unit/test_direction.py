@@ -73,9 +73,6 @@ PENDING = {
     # profile.py imports judge.properties' KNOWN: it moves to
     # refarch/properties/ (the property registry, below the profile).
     ("profile", "judge"),
-    # tools/roles.py: the VM platform's preflight;
-    # tools/toolset.py: the bare Debian image.
-    ("tools", "clouds"),
 }
 
 

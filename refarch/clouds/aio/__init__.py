@@ -37,8 +37,8 @@ from ...owner import LABEL_RUN_ID, Owner
 from ...paths import cache_dir, cache_lock, load_versions, write_private
 from ...profile import Profile
 from ...run import RunDir, new_run_id
+from ...tools.debootstrap import image_exists
 from .. import local as localcloud
-from ..image import image_exists
 
 HERE = Path(__file__).resolve().parent
 IMAGE_REPO = "localhost/refarch-openstack-aio"
