@@ -11,7 +11,10 @@ Why: test_layout's no-circle check sees module-level imports only, and a
 function-level import back (the gate reaching into the CI environments, the
 run reaching into the clouds) let two units grow into one without anyone
 deciding it.  With one order, where a new module goes is a decision the test
-asks for, and an arrow back is named with its file and line.
+asks for, and an arrow back is named with its file and line.  Since modules
+move between units to keep the order, every import of a refarch module must
+also name one that exists (a function-level import left behind by a move
+fails only when that function runs).
 """
 
 import ast
@@ -132,28 +135,47 @@ def imported_names(dotted: str, is_package: bool, tree: ast.Module, top: str):
 def units(package: Path) -> set[str]:
     """The units of ``package``: its sub-packages and top-level modules."""
     subpackages = {p.parent.name for p in package.glob("*/__init__.py")}
-    modules = {p.stem for p in package.glob("*.py") if p.name != "__init__.py"}
-    return subpackages | modules
+    top_level = {p.stem for p in package.glob("*.py") if p.name != "__init__.py"}
+    return subpackages | top_level
 
 
-def imports(package: Path) -> list[Import]:
-    """Every import in ``package`` of one unit by another."""
-    out = []
+def modules(package: Path) -> dict[str, tuple[Path, bool]]:
+    """{dotted name below ``package`` ("" for itself): (file, whether it is
+    a package's __init__)}."""
+    out = {}
     for path in sorted(package.rglob("*.py")):
         parts = list(path.relative_to(package).with_suffix("").parts)
         is_package = parts[-1] == "__init__"
         if is_package:
             parts.pop()
-        dotted = ".".join(parts)
-        if not dotted:
-            continue  # the package itself is no unit
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        source = unit_of(dotted)
-        for name, line in imported_names(dotted, is_package, tree, package.name):
-            target = unit_of(name)
-            if target and target != source:
-                out.append(Import(source, target, path, line))
+        out[".".join(parts)] = (path, is_package)
     return out
+
+
+def _all_imports(package: Path):
+    """(importing module's dotted name, its file, imported dotted name,
+    line) for every import of a module of ``package`` in it."""
+    for dotted, (path, is_package) in modules(package).items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for name, line in imported_names(dotted, is_package, tree, package.name):
+            yield dotted, path, name, line
+
+
+def imports(package: Path) -> list[Import]:
+    """Every import in ``package`` of one unit by another."""
+    out = []
+    for dotted, path, name, line in _all_imports(package):
+        source, target = unit_of(dotted), unit_of(name)
+        if source and target and target != source:
+            out.append(Import(source, target, path, line))
+    return out
+
+
+def unresolved(package: Path) -> list[tuple[Path, int, str]]:
+    """(file, line, name) of each import of a module of ``package`` that
+    does not exist (a module moved and an import left behind)."""
+    known = modules(package)
+    return [(path, line, name) for _, path, name, line in _all_imports(package) if name not in known]
 
 
 def arrows_back(package: Path, order: tuple[str, ...]) -> list[Import]:
@@ -185,6 +207,12 @@ def test_imports_go_down_the_order():
                     + "\n".join(_where(i, ROOT) for i in back), pytrace=False)
 
 
+def test_every_import_of_the_package_names_one_of_its_modules():
+    missing = [f"{path.relative_to(ROOT)}:{line}: refarch.{name}" for path, line, name in unresolved(PACKAGE)]
+    if missing:
+        pytest.fail("imports of refarch modules that do not exist:\n" + "\n".join(missing), pytrace=False)
+
+
 def test_pending_arrows_are_still_there():
     found = {(i.source, i.target) for i in arrows_back(PACKAGE, ORDER)}
     gone = sorted(PENDING - found)
@@ -196,7 +224,11 @@ def _write(path: Path, text: str = "") -> None:
     path.write_text(text, encoding="utf-8")
 
 
-def test_the_checker_finds_an_arrow_back_inside_a_function(tmp_path):
+@pytest.fixture
+def fake(tmp_path) -> Path:
+    """A package ``fake`` of three units: ``low``, ``high`` (imports low)
+    and ``top`` (imports high); low imports high inside a function, and
+    under ``if TYPE_CHECKING:``."""
     pkg = tmp_path / "fake"
     _write(pkg / "__init__.py")
     _write(pkg / "low" / "__init__.py")
@@ -211,13 +243,24 @@ def test_the_checker_finds_an_arrow_back_inside_a_function(tmp_path):
     _write(pkg / "high" / "__init__.py", "from fake.low import thing\n")
     _write(pkg / "high" / "tool.py", "from . import helper\n")
     _write(pkg / "top.py", "import fake.high.tool\n")
+    return pkg
 
-    back = arrows_back(pkg, ("low", "high", "top"))
 
-    assert [(i.source, i.target, i.path, i.line) for i in back] == [
-        ("low", "high", pkg / "low" / "thing.py", 6)]
+def test_the_checker_finds_an_arrow_back_inside_a_function(fake, tmp_path):
+    back = arrows_back(fake, ("low", "high", "top"))
+
+    assert [(i.source, i.target, i.path, i.line) for i in back] == [("low", "high", fake / "low" / "thing.py", 6)]
     assert _where(back[0], tmp_path) == "fake/low/thing.py:6: low -> high"
-    assert unranked(pkg, ("low", "high", "top")) == []
-    assert unranked(pkg, ("low", "top")) == ["high"]
-    assert arrows_back(pkg, ("high", "low", "top")) == [
-        ("high", "low", pkg / "high" / "__init__.py", 1)]
+    # The other way round, high's module-level import of low is the arrow back.
+    assert arrows_back(fake, ("high", "low", "top")) == [("high", "low", fake / "high" / "__init__.py", 1)]
+
+
+def test_the_checker_names_a_unit_missing_from_the_order(fake):
+    assert unranked(fake, ("low", "high", "top", "not-yet")) == []
+    assert unranked(fake, ("low", "top")) == ["high"]
+
+
+def test_the_checker_finds_an_import_of_a_module_that_does_not_exist(fake):
+    assert unresolved(fake) == []
+    _write(fake / "low" / "moved.py", "def use():\n    from ..high.gone import helper\nfrom .. import vanished\n")
+    assert unresolved(fake) == [(fake / "low" / "moved.py", 2, "high.gone"), (fake / "low" / "moved.py", 3, "vanished")]
