@@ -43,15 +43,20 @@ class Cluster:
     # Construction -----------------------------------------------------------
     @classmethod
     def create(cls, profile_name: str, overrides: dict | None = None, run_id: str | None = None,
-               prefix: str = "hvd") -> Cluster:
+               prefix: str = "hvd", loaded: Profile | None = None) -> Cluster:
         """Validate the profile and the tools, then make the run directory.
-        Nothing is created in the cloud.
+        Nothing is created in the cloud.  ``loaded``: the profile of
+        ``profile_name`` and ``overrides`` already loaded and preflighted
+        (the pytest plugin does both once, at configure time): neither is
+        done again.
 
         Raises:
             ProfileError, PreflightError: bad input or a missing tool.
         """
-        profile = load_profile(profile_name, overrides)
-        preflight(profile)
+        profile = loaded
+        if profile is None:
+            profile = load_profile(profile_name, overrides)
+            preflight(profile)
         # Only now, with the input valid: leftovers of runs whose owner died.
         driver_for(profile).sweep_stale(out=lambda line: print(f"refarch: sweep: {line}", file=sys.stderr))
         rundir = RunDir.create(run_id or new_run_id(prefix))
@@ -60,15 +65,16 @@ class Cluster:
         return cls(profile, rundir)
 
     @classmethod
-    def attach(cls, run_id: str) -> Cluster:
-        """The kept cluster of ``run_id`` (its profile and contract re-read).
+    def attach(cls, run_id: str, loaded: Profile | None = None) -> Cluster:
+        """The kept cluster of ``run_id`` (its profile and contract re-read;
+        ``loaded``: its profile already loaded, not read again).
 
         Raises:
             RefarchError: no such run directory.
         """
         rundir = RunDir.open(run_id)
         meta = rundir.read_meta()
-        profile = load_profile(meta["profile"], meta.get("overrides"))
+        profile = loaded or load_profile(meta["profile"], meta.get("overrides"))
         contract = Contract.load(rundir.contract_file) if rundir.contract_file.exists() else None
         wh = Path(meta["wheelhouse"]) if meta.get("wheelhouse") else None
         return cls(profile, rundir, contract, meta.get("image"), wh)

@@ -13,12 +13,23 @@ import glob
 import ipaddress
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import ProfileError
 from .headroom import Headroom
 from .overrides import check_property_override, nearest_key, profile_names, read_profile, set_path, with_base
+from .properties import KNOWN
+from .properties.availability import Availability
+from .properties.base import Bounds, PropertySpec, Source
+from .properties.base import Strict as _Strict
+from .properties.communication import Communication
+from .properties.convergence import Convergence
+from .properties.exposure import Exposure
+from .properties.scaling import ReferenceCurve, Smoke
 from .stall import JobWatch
+
+__all__ = ["Availability", "Bounds", "Communication", "Convergence", "Exposure", "Profile", "PropertySpec",
+           "ReferenceCurve", "Smoke", "Source", "available_profiles", "load_profile"]
 
 
 def _ipv4_network(value: str) -> ipaddress.IPv4Network:
@@ -30,10 +41,6 @@ def _ipv4_network(value: str) -> ipaddress.IPv4Network:
     if net.version != 4:
         raise ValueError(f"subnet {value!r} is not IPv4")
     return net
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Flavor(_Strict):
@@ -109,14 +116,6 @@ class TimeSync(_Strict):
     max_offset_ms: float = Field(100, gt=0)
 
 
-class Exposure(_Strict):
-    """What a probe outside the cluster may find open on a node ("tcp/22"):
-    from the admin range, and from anywhere else."""
-
-    admin: list[str] = ["tcp/22"]
-    outside: list[str] = []
-
-
 class Expect(_Strict):
     """What every node must have.  GPU fields matter when gpus_per_node > 0."""
 
@@ -132,126 +131,6 @@ class Expect(_Strict):
     listening: list[str] = ["tcp/22"]
     exposure: Exposure = Exposure()
     headroom: Headroom = Headroom()
-
-
-class ReferenceCurve(_Strict):
-    """Published images/sec per world size, drawn beside the measured curve
-    on an axis of its own (other hardware); ``source`` says where from."""
-
-    images_per_sec: dict[int, float]
-    source: str
-
-
-class Smoke(_Strict):
-    """The synthetic benchmark.  ``batch_size`` (images per rank per step)
-    is the one the smoke checks and the efficiency property use;
-    ``batch_sizes`` adds others to the scaling table; ``world_sizes`` lists
-    the world sizes measured (default 1..N, one rank per node)."""
-
-    model: str
-    image_size: int = Field(ge=32, le=512)
-    batch_size: int = Field(ge=1)
-    batch_sizes: list[int] = []
-    world_sizes: list[int] = []
-    warmup_steps: int = Field(ge=0)
-    #: Timed steps per job: their per-step figures give each throughput's
-    #: median and 95 % interval (refarch.judge.figures, at least 6 steps).
-    steps: int = Field(ge=6)
-    intra_op_threads: int = Field(1, ge=1)
-    start_timeout_s: int = Field(120, ge=10)
-    #: Rounds in which every job at np > 1 also times rank 0 training alone
-    #: (its np=1 baseline, measured beside its own steps: a machine whose
-    #: speed changes shows it in both); 0: the np=1 job is the baseline.
-    baseline_rounds: int = Field(3, ge=0)
-    #: Widest efficiency interval (95 %, relative to its median) that is
-    #: still judged; wider is an error (refarch.judge.figures.problems).
-    max_relative_width: float = Field(0.5, gt=0)
-    #: Largest relative difference between np=1 on its own and np=1 in the
-    #: rounds before the run's efficiency is an error.
-    max_baseline_drift: float = Field(0.25, gt=0)
-    reference_curve: ReferenceCurve | None = None
-
-
-class Convergence(_Strict):
-    """The digits convergence workload (``digits_convergence.py``): the same
-    global batch (images per step over all ranks) and learning rate at every
-    world size."""
-
-    epochs: int = Field(15, ge=1)
-    global_batch_size: int = Field(32, ge=8)
-    learning_rate: float = Field(0.1, gt=0)
-    test_fraction: float = Field(0.2, gt=0, lt=1)
-    seed: int = 42
-
-
-class Communication(_Strict):
-    """The communication measurement between pairs of nodes (``pairs``:
-    every pair, N(N-1)/2 of them, or a ring, each node and the next: N):
-    raw TCP for ``tcp_seconds`` (iperf3), then Horovod allreduce at each
-    size in ``sizes_mib`` (MiB), ``warmup`` untimed and ``iterations`` timed."""
-
-    pairs: Literal["all", "ring"] = "all"
-    tcp_seconds: int = Field(3, ge=1, le=60)
-    sizes_mib: list[float] = Field([1, 16, 64], min_length=1)
-    warmup: int = Field(2, ge=0)
-    iterations: int = Field(5, ge=1)
-
-
-class Availability(_Strict):
-    """The availability measurements (tox -e availability): the node fails
-    in each of ``failure_modes`` in turn (one elastic job each); the elastic
-    job commits every ``commit_every`` steps and sleeps ``step_sleep_s`` per
-    step; time limits in seconds for a node to be healthy after its start,
-    for the job to reach each expected world size, and for the whole job."""
-
-    failure_modes: list[Literal["stop", "kill", "partition"]] = Field(
-        ["stop", "kill", "partition"], min_length=1,
-        description="how the node fails in the elastic job (refarch.clouds.drivers.FAILURE_MODES): each mode listed "
-                    "is measured by its own recovery and rejoin properties")
-    commit_every: int = Field(10, ge=1)
-    step_sleep_s: float = Field(0.1, ge=0)
-    restart_timeout_s: int = Field(300, ge=10)
-    step_timeout_s: int = Field(240, ge=10)
-    job_timeout_s: int = Field(900, ge=60)
-
-
-class Bounds(_Strict):
-    """A reference with tolerances (after ReFrame's references): the run
-    fails below ``lower`` or above ``upper`` and warns below ``warn_below``
-    or above ``warn_above``; ``target`` is what the architecture reaches."""
-
-    target: float | None = None
-    lower: float | None = None
-    upper: float | None = None
-    warn_below: float | None = None
-    warn_above: float | None = None
-
-    @model_validator(mode="after")
-    def _bounded(self) -> Bounds:
-        if self.lower is None and self.upper is None:
-            raise ValueError("a reference needs a lower or an upper bound")
-        if self.lower is not None and self.upper is not None and self.lower > self.upper:
-            raise ValueError(f"lower {self.lower} is above upper {self.upper}")
-        return self
-
-
-class Source(_Strict):
-    """Where a reference comes from: text (a paper, a measurement on a named
-    machine) and a URL where one exists."""
-
-    text: str = Field(min_length=3)
-    url: str | None = Field(None, pattern=r"^https?://")
-
-
-class PropertySpec(_Strict):
-    """One non-functional property of the profile (ids and units:
-    :data:`refarch.judge.properties.KNOWN`).  ``skip`` is the profile's reason
-    why the property cannot run on it (reported as skipped, never absent)."""
-
-    unit: str
-    reference: Bounds
-    source: Source
-    skip: str | None = None
 
 
 class Timeouts(_Strict):
@@ -354,8 +233,6 @@ class Profile(_Strict):
 
     @model_validator(mode="after")
     def _known_properties(self) -> Profile:
-        from .judge.properties import KNOWN
-
         for prop_id, spec in self.property_specs().items():
             if prop_id not in KNOWN:
                 raise ValueError(f"properties.{prop_id}: unknown property; known: {', '.join(KNOWN)}")

@@ -27,8 +27,6 @@ from .. import proc
 from .arrivals import ARRIVAL_TABLE, arrival_ruleset, edge_ruleset, edge_table, exposed_by_arrival, read_counters
 
 PROBE_KINDS = ("admin", "outside")
-#: sshd authentication methods that let a password guesser in.
-PASSWORD_METHODS = ("password", "keyboard-interactive")
 
 
 @dataclass(frozen=True)
@@ -290,23 +288,6 @@ def scan(probe: Probe, addresses: list[str], timeout_s: int = 300, udp_ports: li
     result.udp_ports = sorted(set(udp_ports or [123]))
     result.seconds = round(time.monotonic() - start, 1)
     return result
-
-
-def unexpected(result: ScanResult, allowed: list[str], names: dict[str, str]) -> list[str]:
-    """Open ports beyond ``allowed`` ("tcp/22"), as "node2 10.213.0.11
-    tcp/8099" (``names``: address -> node name)."""
-    return [f"{names.get(addr, addr)} {addr} {port}" for addr, ports in sorted(result.open_ports.items())
-            for port in ports if port not in allowed]
-
-
-def password_offered(result: ScanResult, names: dict[str, str]) -> list[str]:
-    """Nodes whose sshd offers a password method: "node2 (password)"."""
-    out = []
-    for addr, methods in sorted(result.ssh_methods.items()):
-        bad = [m for m in methods if m in PASSWORD_METHODS]
-        if bad:
-            out.append(f"{names.get(addr, addr)} ({', '.join(bad)})")
-    return out
 
 
 def survey(run_id: str, probes: list[Probe], nodes: dict[str, str], containers: dict[str, str],

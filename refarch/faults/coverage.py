@@ -1,5 +1,5 @@
 """The fault-coverage matrix: for every check of ``tests/integration`` and
-every property (:data:`refarch.judge.properties.KNOWN`), the live fault
+every property (:data:`refarch.properties.KNOWN`), the live fault
 cases that must fail it (``must_fail`` of :data:`refarch.faults.catalogue.FAULTS`),
 or ``unproven: <reason>`` (:data:`UNPROVEN`).
 "Every check can fail" is this table with no empty row: a unit test fails
@@ -54,7 +54,7 @@ TABLE_END = "<!-- fault-coverage:end -->"
 def checks(root: Path = ROOT) -> list[str]:
     """The check names (``test_*`` functions of :data:`CHECK_FILES`, read
     with ``ast``, in file order) and the property ids, sorted, after them."""
-    from ..judge import properties
+    from .. import properties
 
     out = []
     for rel in CHECK_FILES:

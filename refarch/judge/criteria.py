@@ -13,8 +13,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from .. import properties
 from ..errors import RefarchError
-from . import properties
 from . import records as rec
 
 CRITERIA_FILE = rec.VALIDATION_DIR / "release-criteria.yml"

@@ -34,10 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import properties
 from .. import version as ver
 from ..errors import ProfileError, RefarchError
 from ..profile import load_profile
-from . import properties
 from . import records as rec
 from .criteria import ReleaseCriteria, Tolerance
 

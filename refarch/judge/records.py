@@ -79,7 +79,7 @@ def figures(results: dict) -> dict[str, float]:
 
 
 def intervals(results: dict) -> dict[str, list[float]]:
-    """The 95 % intervals ([low, high], refarch.judge.figures) of the figures
+    """The 95 % intervals ([low, high], refarch.properties.figures) of the figures
     that have one: ``images_per_sec[np=N,batch=B]`` (images/sec) and
     ``scaling.efficiency`` (ratio, the property's world size and batch
     size).  Empty for a run made before figures had intervals."""

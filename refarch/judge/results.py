@@ -20,7 +20,7 @@ from pathlib import Path
 
 from .. import version
 from ..paths import VERSIONS_FILE
-from . import figures
+from ..properties import figures
 
 SCHEMA_VERSION = 1
 #: Phases in the order a run goes through them (for reports).
@@ -29,7 +29,7 @@ PHASE_ORDER = ("image", "wheel", "prepare", "deploy", "configure", "check", "ide
 
 
 def _interval(row: dict, key: str, percent: bool = False) -> str:
-    """A scaling row's ``key`` as :meth:`refarch.judge.figures.Figure.text`; the
+    """A scaling row's ``key`` as :meth:`refarch.properties.figures.Figure.text`; the
     median alone for a row without an interval."""
     fig = figures.from_row(row, key)
     if fig is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -75,6 +76,11 @@ def elastic_runs(cluster, hosts, profile, results):
 
 
 def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
+    """The elastic job of failure ``mode`` (:class:`ElasticJob`), run."""
+    return ElasticJob(cluster, hosts, profile, results, mode).run()
+
+
+class ElasticJob:
     """Elastic Horovod across all nodes (``horovodrun-elastic``, hosts from
     the shared hosts file); mid-training the last node fails as ``mode``
     says (:data:`refarch.clouds.drivers.FAILURE_MODES`: stopped, killed or cut off
@@ -87,163 +93,222 @@ def elastic_job(cluster, hosts, profile, results, mode: str = "stop") -> dict:
 
     Before recovery is timed the job must have seen the failure: a line of
     :data:`refarch.judge.checks.FAILURE_SEEN` in its output (``failure_seen``)
-    and a step at world size N-1 after the stop.  Returns recovery_s (stop
-    -> first step at N-1), rejoin_s (node healthy again -> first step at N;
-    None and ``rejoin_error`` when it never came), the world sizes seen,
-    the steps repeated, the job's result and ``timeline``: the events on
-    the first node's clock, seconds after the failure (failed, proven,
-    first step at N-1, restored, healthy, first step at N) with the driver's
-    decisions from the job's output; also written to
-    ``logs/availability-<mode>-<time>.json``."""
-    names = cluster.contract.node_names
-    n, first, victim = len(names), names[0], names[-1]
-    a, user = profile.availability, profile.training_user.name
-    mount = cluster.contract.shared_storage["mount_point"]
-    stamp = int(time.time())
-    what = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
-    events: list[tuple[str, float]] = []
-    token = f"{cluster.run_id}-{stamp}"
-    hosts_file, until = f"{mount}/.horovod/elastic-hosts", f"{mount}/.horovod/refarch-elastic-done-{token}"
-    log = f"/tmp/refarch-elastic-{token}.log"
-    node1 = hosts[first]
-    original = run_as(node1, user, f"cat {hosts_file}", timeout_s=30).stdout
-    slots = {line.split(":")[0]: line for line in original.split() if ":" in line}
+    and a step at world size N-1 after the stop.  :meth:`run` returns
+    recovery_s (stop -> first step at N-1), rejoin_s (node healthy again ->
+    first step at N; None and ``rejoin_error`` when it never came), the
+    world sizes seen, the steps repeated, the job's result and
+    ``timeline``: the events on the first node's clock, seconds after the
+    failure (failed, proven, first step at N-1, restored, healthy, first
+    step at N) with the driver's decisions from the job's output; also
+    written to ``logs/availability-<mode>-<time>.json``.
 
-    def listing(members):
-        text = "\\n".join(slots.get(m, f"{m}:1") for m in members)
-        run_as(node1, user, f"printf '{text}\\n' > {hosts_file}.new && mv {hosts_file}.new {hosts_file}", timeout_s=30)
+    The steps, in order: :meth:`start`, :meth:`trains_at_full_size`,
+    :meth:`fail_victim`, :meth:`goes_on_without_it`, :meth:`restore_victim`,
+    :meth:`takes_it_back`, :meth:`end` (always), :meth:`result`.
+    """
 
-    def read_log() -> str:
-        return run_as(node1, user, f"cat {log} 2>/dev/null", timeout_s=30).stdout
+    def __init__(self, cluster, hosts, profile, results, mode: str = "stop"):
+        self.cluster, self.hosts, self.profile, self.results, self.mode = cluster, hosts, profile, results, mode
+        self.names = cluster.contract.node_names
+        self.n, self.first, self.victim = len(self.names), self.names[0], self.names[-1]
+        self.settings, self.user = profile.availability, profile.training_user.name
+        self.mount = cluster.contract.shared_storage["mount_point"]
+        self.stamp = int(time.time())
+        self.what = {"stop": "stopped", "kill": "killed", "partition": "cut off"}[mode]
+        self.events: list[tuple[str, float]] = []
+        token = f"{cluster.run_id}-{self.stamp}"
+        self.hosts_file = f"{self.mount}/.horovod/elastic-hosts"
+        self.until = f"{self.mount}/.horovod/refarch-elastic-done-{token}"
+        self.log = f"/tmp/refarch-elastic-{token}.log"
+        self.node1 = hosts[self.first]
+        # Each elastic job keeps its own evidence: a fault case's job in the
+        # same run must not overwrite the property's log.
+        self.local_log = log_path(cluster, f"elastic-{mode}-{self.stamp}.log")
+        self.box: dict = {}
+        self.job: threading.Thread | None = None
+        self.failed, self.rejoin_error, self.down_s, self.gloo_timeout = False, "", None, ""
+        self.t_stop = self.t_back = 0.0
+        self.shrunk: dict | None = None
+        self.grown: dict | None = None
+        self.left: list[str] = []
+        self.text = ""
+        original = run_as(self.node1, self.user, f"cat {self.hosts_file}", timeout_s=30).stdout
+        self.slots = {line.split(":")[0]: line for line in original.split() if ":" in line}
 
-    def cause() -> str:
-        text = read_log()
-        return f": {checks.cause_line(text) or 'the job printed nothing'} (full output: {local_log})"
+    # What the job shows ----------------------------------------------------
+    def listing(self, members: list[str]) -> None:
+        """Write the shared hosts file the elastic driver discovers from."""
+        text = "\\n".join(self.slots.get(m, f"{m}:1") for m in members)
+        run_as(self.node1, self.user, f"printf '{text}\\n' > {self.hosts_file}.new && "
+                                      f"mv {self.hosts_file}.new {self.hosts_file}", timeout_s=30)
 
-    def still_training() -> str:
-        steps = _steps(read_log())
-        if not steps or steps[-1]["t"] <= t_back:
-            return cause()
+    def read_log(self) -> str:
+        return run_as(self.node1, self.user, f"cat {self.log} 2>/dev/null", timeout_s=30).stdout
+
+    def cause(self) -> str:
+        text = self.read_log()
+        return f": {checks.cause_line(text) or 'the job printed nothing'} (full output: {self.local_log})"
+
+    def still_training(self) -> str:
+        steps = _steps(self.read_log())
+        if not steps or steps[-1]["t"] <= self.t_back:
+            return self.cause()
         last = steps[-1]
-        return (f"; it trains on at world size {last['size']} (step {last['step']}), so {victim} was never "
+        return (f"; it trains on at world size {last['size']} (step {last['step']}), so {self.victim} was never "
                 "taken back (Horovod blacklists a failed host for good unless --blacklist-cooldown-range is given)")
 
-    def survivors_wait() -> str:
+    def survivors_wait(self) -> str:
         """Where the survivors wait when the job does not go on: Gloo's
         timeout in their output, and the driver's SSH session to the victim
         (Horovod takes a host as failed only when that session ends)."""
-        text, parts = read_log(), []
+        text, parts, user, victim = self.read_log(), [], self.user, self.victim
         gloo = next((line.strip() for line in text.splitlines() if "Timed out waiting" in line), "")
         if gloo:
             parts.append(f"the survivors' collective timed out ({gloo[gloo.find('Timed out'):][:90]}) and they "
                          "wait for the driver")
-        session = run_as(node1, user, f"pgrep -u {user} -af '{_not_self(f'StrictHostKeyChecking=no {victim} ')}'", timeout_s=30)
+        session = run_as(self.node1, user, f"pgrep -u {user} -af '{_not_self(f'StrictHostKeyChecking=no {victim} ')}'",
+                         timeout_s=30)
         if session.rc == 0 and session.stdout.strip():
-            alive = run_as(node1, user, f"ssh -G {victim} | grep -E '^(serveraliveinterval|serveralivecountmax) '",
+            alive = run_as(self.node1, user, f"ssh -G {victim} | grep -E '^(serveraliveinterval|serveralivecountmax) '",
                            timeout_s=30).stdout.split()
-            parts.append(f"the elastic driver on {first} still waits on its SSH session to {victim} (the one that "
-                         f"launched its worker; {' '.join(alive) or 'no ServerAlive settings'}): Horovod takes a "
-                         "host as failed only when that session ends")
-        return (": " + "; ".join(parts) + f" (full output: {local_log})") if parts else cause()
+            parts.append(f"the elastic driver on {self.first} still waits on its SSH session to {victim} (the one "
+                         f"that launched its worker; {' '.join(alive) or 'no ServerAlive settings'}): Horovod takes "
+                         "a host as failed only when that session ends")
+        return (": " + "; ".join(parts) + f" (full output: {self.local_log})") if parts else self.cause()
 
-    def step_where(cond):
-        return next((s for s in _steps(read_log()) if cond(s)), None)
+    def step_where(self, cond) -> dict | None:
+        return next((s for s in _steps(self.read_log()) if cond(s)), None)
 
-    script = (f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/elastic_train.py --until-file {until}"
-              f" --commit-every {a.commit_every} --step-sleep {a.step_sleep_s}")
-    cmd = (f"cd /tmp && horovodrun-elastic --min-np {n - 1} --max-np {n} -np {n}"
-           f" --start-timeout {profile.smoke.start_timeout_s} {script} > {log} 2>&1")
-    box: dict = {}
-    # Each elastic job keeps its own evidence: a fault case's job in the same
-    # run must not overwrite the property's log.
-    local_log = log_path(cluster, f"elastic-{mode}-{stamp}.log")
-    import threading
+    # The steps -------------------------------------------------------------
+    def start(self) -> None:
+        """List every node and launch the job in a thread."""
+        a, n = self.settings, self.n
+        script = (f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/elastic_train.py --until-file {self.until}"
+                  f" --commit-every {a.commit_every} --step-sleep {a.step_sleep_s}")
+        cmd = (f"cd /tmp && horovodrun-elastic --min-np {n - 1} --max-np {n} -np {n}"
+               f" --start-timeout {self.profile.smoke.start_timeout_s} {script} > {self.log} 2>&1")
+        self.job = threading.Thread(target=lambda: self.box.update(
+            r=run_as(self.node1, self.user, cmd, timeout_s=a.job_timeout_s)), daemon=True)
+        self.listing(self.names)
+        self.job.start()
 
-    job = threading.Thread(target=lambda: box.update(r=run_as(node1, user, cmd, timeout_s=a.job_timeout_s)),
-                           daemon=True)
-    failed, rejoin_error, down_s = False, "", None
-    with timed(results, "availability"):
-        listing(names)
-        job.start()
+    def trains_at_full_size(self) -> None:
+        """Wait for two commits' worth of steps at world size N."""
+        wait_until(f"elastic job trains at world size {self.n}", lambda: self.step_where(
+            lambda s: s["size"] == self.n and s["step"] >= 2 * self.settings.commit_every),
+            self.settings.step_timeout_s, on_timeout=self.cause)
+
+    def fail_victim(self) -> None:
+        """The victim fails while listed (the survivors must notice), proven."""
+        self.gloo_timeout = worker_setting(self.node1, self.user, self.until, "HOROVOD_GLOO_TIMEOUT_SECONDS")
+        self.t_stop = node_clock(self.node1)
+        self.events.append(("failed", self.t_stop))
+        self.failed = True
+        self.cluster.driver.fail_node(self.cluster, self.victim, self.mode)
+        self.down_s = prove_down(self.cluster, self.hosts, self.victim, mode=self.mode)
+        self.events.append(("failure proven", node_clock(self.node1)))
+
+    def goes_on_without_it(self) -> None:
+        """Wait for the first step at world size N-1 after the failure."""
+        n = self.n
+        self.shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {self.victim} was {self.what}",
+                                 lambda: self.step_where(lambda s: s["size"] == n - 1 and s["t"] > self.t_stop),
+                                 self.settings.step_timeout_s, on_timeout=self.survivors_wait)
+        self.events.append((f"first step at world size {n - 1}", self.shrunk["t"]))
+
+    def restore_victim(self) -> None:
+        """Restore the victim and wait until it is healthy."""
+        self.events.append(("restored", node_clock(self.node1)))
+        self.cluster.driver.restore_node(self.cluster, self.victim, self.mode)
+        self.failed = False
+        wait_until(f"{self.victim} healthy after it was restored",
+                   lambda: node_healthy(self.cluster, self.victim, self.mount), self.settings.restart_timeout_s)
+        self.t_back = node_clock(self.node1)
+        self.events.append(("healthy", self.t_back))
+
+    def takes_it_back(self) -> None:
+        """Wait for the first step at world size N after the victim is back.
+        A node that never rejoins fails the rejoin property only: the job is
+        still ended and the recovery measured."""
+        again = "started again" if self.mode != "partition" else "reconnected"
         try:
-            wait_until(f"elastic job trains at world size {n}", lambda: step_where(
-                lambda s: s["size"] == n and s["step"] >= 2 * a.commit_every), a.step_timeout_s, on_timeout=cause)
-            # The victim stays listed: the survivors must notice the failure.
-            gloo_timeout = worker_setting(node1, user, until, "HOROVOD_GLOO_TIMEOUT_SECONDS")
-            t_stop = node_clock(node1)
-            events.append(("failed", t_stop))
-            failed = True
-            cluster.driver.fail_node(cluster, victim, mode)
-            down_s = prove_down(cluster, hosts, victim, mode=mode)
-            events.append(("failure proven", node_clock(node1)))
-            shrunk = wait_until(f"elastic job goes on at world size {n - 1} after {victim} was {what}",
-                                lambda: step_where(lambda s: s["size"] == n - 1 and s["t"] > t_stop),
-                                a.step_timeout_s, on_timeout=survivors_wait)
-            events.append((f"first step at world size {n - 1}", shrunk["t"]))
-            events.append(("restored", node_clock(node1)))
-            cluster.driver.restore_node(cluster, victim, mode)
-            failed = False
-            wait_until(f"{victim} healthy after it was restored", lambda: node_healthy(cluster, victim, mount),
-                       a.restart_timeout_s)
-            t_back = node_clock(node1)
-            events.append(("healthy", t_back))
-            # A node that never rejoins fails the rejoin property only: the
-            # job is still ended and the recovery measured.
+            self.grown = wait_until(f"elastic job back at world size {self.n} after {self.victim} was {again}",
+                                    lambda: self.step_where(lambda s: s["size"] == self.n and s["t"] > self.t_back),
+                                    self.settings.step_timeout_s, on_timeout=self.still_training)
+            self.events.append((f"first step at world size {self.n}", self.grown["t"]))
+        except pytest.fail.Exception as exc:
+            self.grown, self.rejoin_error = None, str(exc)
+        run_as(self.node1, self.user, f"touch {self.until}", timeout_s=30)
+        self.job.join(self.settings.job_timeout_s)
+
+    def end(self) -> None:
+        """Whatever happened: the victim restored, the job stopped, its
+        leftovers killed, every node listed again, its output kept."""
+        user, until = self.user, self.until
+        if self.failed:  # never leave a node down or cut off for the next checks
+            self.cluster.driver.restore_node(self.cluster, self.victim, self.mode)
+        if self.job is not None and self.job.is_alive():
+            # The launcher and its workers all carry this job's until-file on
+            # their command line: asked to stop, then killed.  (A launcher
+            # waiting on a lost host's SSH session outlived a plain SIGTERM
+            # and held its rendezvous port for an hour.)
+            run_as(self.node1, user, f"touch {until}; sleep 20; pkill -u {user} -f -- '{_job_pattern(until)}'; "
+                   f"sleep 5; pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=60)
+            self.job.join(60)
+        self.left = _kill_leftovers(self.hosts, self.names, user, until)
+        self.listing(self.names)
+        self.text = self.read_log()
+        if self.local_log is not None:
+            self.local_log.write_text(self.text, encoding="utf-8")
+        run_as(self.node1, user, f"rm -f {until} {self.log}", timeout_s=30)
+
+    def result(self) -> dict:
+        """The figures and evidence of an ended job; fails when processes
+        outlived it, it did not finish, or its output shows no failure."""
+        text, local_log, n = self.text, self.local_log, self.n
+        if self.left:
+            pytest.fail(f"the elastic job's processes outlived it (killed now): {'; '.join(self.left)} "
+                        f"(full output: {local_log})")
+        r = self.box.get("r")
+        if r is None or r.rc != 0:
+            pytest.fail(f"elastic job did not finish (exit {getattr(r, 'rc', '?')}): "
+                        f"{checks.cause_line(text) or 'it printed nothing'} (full output: {local_log})")
+        steps = _steps(text)
+        sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
+        failure_seen = checks.failure_evidence(text)
+        if not failure_seen:
+            pytest.fail(f"the elastic job went on at world size {n - 1} after {self.victim} was {self.what}, but its "
+                        "output shows no failure of a worker (no exit status, closed connection or blacklisted "
+                        f"host): it did not notice the failure it is timed on (full output: {local_log})")
+        grown = self.grown
+        run = {"world_sizes": sizes, "recovery_s": round(self.shrunk["t"] - self.t_stop, 2),
+               "down_after_stop_s": round(self.down_s, 1), "failure_seen": failure_seen,
+               "rejoin_s": round(grown["t"] - self.t_back, 2) if grown else None, "rejoin_error": self.rejoin_error,
+               "steps_repeated": steps_repeated(steps), "step_resets": step_resets(steps),
+               "gloo_timeout_s": float(self.gloo_timeout) if self.gloo_timeout else None,
+               "steps": len(steps), "result": checks.parse_training_result(text), "victim": self.victim,
+               "log": str(local_log), "mode": self.mode,
+               "timeline": timeline(self.events, self.t_stop, text)}
+        evidence = log_path(self.cluster, f"availability-{self.mode}-{self.stamp}.json")
+        if evidence is not None:
+            evidence.write_text(json.dumps(run, indent=2), encoding="utf-8")
+            run["evidence"] = str(evidence)
+        self.results.availability["elastic" if self.mode == "stop" else f"elastic_{self.mode}"] = run
+        return run
+
+    def run(self) -> dict:
+        """Every step in order, the end whatever happens; the result."""
+        with timed(self.results, "availability"):
             try:
-                grown = wait_until(f"elastic job back at world size {n} after {victim} was "
-                                   + ("started again" if mode != "partition" else "reconnected"),
-                                   lambda: step_where(lambda s: s["size"] == n and s["t"] > t_back),
-                                   a.step_timeout_s, on_timeout=still_training)
-                events.append((f"first step at world size {n}", grown["t"]))
-            except pytest.fail.Exception as exc:
-                grown, rejoin_error = None, str(exc)
-            run_as(node1, user, f"touch {until}", timeout_s=30)
-            job.join(a.job_timeout_s)
-        finally:
-            if failed:  # never leave a node down or cut off for the next checks
-                cluster.driver.restore_node(cluster, victim, mode)
-            if job.is_alive():
-                # The launcher and its workers all carry this job's until-file
-                # on their command line: asked to stop, then killed.  (A
-                # launcher waiting on a lost host's SSH session outlived a
-                # plain SIGTERM and held its rendezvous port for an hour.)
-                run_as(node1, user, f"touch {until}; sleep 20; pkill -u {user} -f -- '{_job_pattern(until)}'; "
-                       f"sleep 5; pkill -KILL -u {user} -f -- '{_job_pattern(until)}'", timeout_s=60)
-                job.join(60)
-            left = _kill_leftovers(hosts, names, user, until)
-            listing(names)
-            text = read_log()
-            if local_log is not None:
-                local_log.write_text(text, encoding="utf-8")
-            run_as(node1, user, f"rm -f {until} {log}", timeout_s=30)
-    if left:
-        pytest.fail(f"the elastic job's processes outlived it (killed now): {'; '.join(left)} "
-                    f"(full output: {local_log})")
-    r = box.get("r")
-    if r is None or r.rc != 0:
-        pytest.fail(f"elastic job did not finish (exit {getattr(r, 'rc', '?')}): "
-                    f"{checks.cause_line(text) or 'it printed nothing'} (full output: {local_log})")
-    steps = _steps(text)
-    sizes = [s["size"] for i, s in enumerate(steps) if i == 0 or s["size"] != steps[i - 1]["size"]]
-    failure_seen = checks.failure_evidence(text)
-    if not failure_seen:
-        pytest.fail(f"the elastic job went on at world size {n - 1} after {victim} was {what}, but its output "
-                    "shows no failure of a worker (no exit status, closed connection or blacklisted host): it "
-                    f"did not notice the failure it is timed on (full output: {local_log})")
-    run = {"world_sizes": sizes, "recovery_s": round(shrunk["t"] - t_stop, 2),
-           "down_after_stop_s": round(down_s, 1), "failure_seen": failure_seen,
-           "rejoin_s": round(grown["t"] - t_back, 2) if grown else None, "rejoin_error": rejoin_error,
-           "steps_repeated": steps_repeated(steps), "step_resets": step_resets(steps),
-           "gloo_timeout_s": float(gloo_timeout) if gloo_timeout else None,
-           "steps": len(steps), "result": checks.parse_training_result(text), "victim": victim,
-           "log": str(local_log), "mode": mode,
-           "timeline": timeline(events, t_stop, text)}
-    evidence = log_path(cluster, f"availability-{mode}-{stamp}.json")
-    if evidence is not None:
-        evidence.write_text(json.dumps(run, indent=2), encoding="utf-8")
-        run["evidence"] = str(evidence)
-    results.availability["elastic" if mode == "stop" else f"elastic_{mode}"] = run
-    return run
+                self.start()
+                self.trains_at_full_size()
+                self.fail_victim()
+                self.goes_on_without_it()
+                self.restore_victim()
+                self.takes_it_back()
+            finally:
+                self.end()
+        return self.result()
 
 
 def _not_self(text: str) -> str:

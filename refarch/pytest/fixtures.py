@@ -75,11 +75,12 @@ def cluster(run_state: RunState, record_testsuite_property, request):
 
     with guarded(teardown_with_logs, keep=lambda: state.keep):
         if state.attached:
-            state.cluster = Cluster.attach(state.run_id)
+            state.cluster = Cluster.attach(state.run_id, loaded=state.profile)
             if state.cluster.contract is None:
                 raise RefarchError(f"run {state.run_id} has no deployed cluster")
         else:
-            state.cluster = Cluster.create(state.profile_name, state.overrides, run_id=state.run_id)
+            state.cluster = Cluster.create(state.profile_name, state.overrides, run_id=state.run_id,
+                                           loaded=state.profile)
             state.cluster.rundir.update_meta(kept=state.keep)
             state.cluster.prepare()
             state.cluster.deploy()

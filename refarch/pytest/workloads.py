@@ -20,7 +20,8 @@ from contextlib import contextmanager
 import pytest
 
 from .. import progress
-from ..judge import causes, checks, figures
+from ..judge import causes, checks
+from ..properties import communication, figures
 from . import jobwatch
 from .hosts import HOROVOD_PYTHON, run_as
 
@@ -251,7 +252,7 @@ def scaling_runs(training_runs, cluster, hosts, profile, results) -> list[dict]:
     """The scaling table: for every (batch size, world size) of
     :meth:`refarch.profile.Profile.scaling_points`, images/sec and
     efficiency as medians with their 95 % intervals
-    (:func:`refarch.judge.figures.scaling_row`); world size w runs one rank on
+    (:func:`refarch.properties.figures.scaling_row`); world size w runs one rank on
     each of the first w nodes.  The smoke runs (np=1, np=N at the smoke
     batch size) are reused.  Fails naming the log when a job's step times
     give no figure."""
@@ -347,21 +348,9 @@ def allreduce_args(profile) -> str:
             f" --warmup {c.warmup} --iterations {c.iterations}")
 
 
-def node_pairs(names: list[str], kind: str) -> list[tuple[str, str]]:
-    """The pairs the communication measurement takes: ``all`` (every pair,
-    in order) or ``ring`` (each node and the next, the last and the first;
-    one pair for two nodes)."""
-    if len(names) < 2:
-        return []
-    if kind == "ring":
-        ring = [(names[i], names[(i + 1) % len(names)]) for i in range(len(names))]
-        return ring[:1] if len(names) == 2 else ring
-    return [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
-
-
 @pytest.fixture(scope="session")
 def communication_runs(cluster, hosts, profile, results) -> list[dict]:
-    """For each pair of nodes (a, b) of :func:`node_pairs`: raw TCP a -> b
+    """For each pair of nodes (a, b) of :func:`refarch.properties.communication.node_pairs`: raw TCP a -> b
     (iperf3, bytes/s) and Horovod's allreduce bus bandwidth between them per message size
     (``allreduce_bench.py`` at np=2); one dict per pair.  A pair that cannot
     be measured is reported with ``error`` naming both nodes."""
@@ -371,7 +360,7 @@ def communication_runs(cluster, hosts, profile, results) -> list[dict]:
     with timed(results, "properties"):
         if len(names) > 1:
             _launch_across(hosts, cluster, profile)
-        for a, b in node_pairs(names, profile.communication.pairs):
+        for a, b in communication.node_pairs(names, profile.communication.pairs):
             pair = {"pair": [a, b]}
             try:
                 pair["tcp_Bps"] = iperf3_bytes_per_sec(hosts[a], hosts[b], cluster.contract.node(b).address, user,

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from refarch import properties
 from refarch.judge import checks
 from refarch.judge.results import Results
 from refarch.profile import load_profile
@@ -240,7 +241,7 @@ def test_a_failure_mode_the_profile_does_not_list_is_skipped_with_the_reason():
     request = SimpleNamespace(getfixturevalue=lambda name: values[name],
                               config=SimpleNamespace(getoption=lambda name: True))
     with pytest.raises(pytest.skip.Exception, match=r"failure mode partition not in availability.failure_modes"):
-        test_properties.MEASURES["availability.partition_recovery_s"](request)
+        properties.by_id()["availability.partition_recovery_s"][1].measure(request)
 
 
 def test_the_job_pattern_finds_the_job_but_not_the_shell_that_kills_it():

@@ -200,3 +200,22 @@ def test_a_local_power_cut_silences_the_network_before_the_kill(monkeypatch):
     assert calls[1] == ("run", ["podman", "kill", "--signal", "KILL", "hvd-x-abc123-node2"])
     with pytest.raises(ValueError, match="failure mode 'reboot': not one of stop, kill, partition"):
         clouds.LocalCloud().fail_node(cluster, "node2", "reboot")
+
+
+def test_a_loaded_profile_is_neither_read_nor_preflighted_again(monkeypatch, tmp_path):
+    """The pytest plugin loads and preflights the profile once, at configure
+    time; the cluster it creates or attaches takes that profile as it is."""
+    from refarch import cluster as cluster_mod
+
+    monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.delenv(clouds.FAULT_DRIVER_ENV, raising=False)
+    profile = load_profile("local")
+    calls = []
+    monkeypatch.setattr(cluster_mod, "load_profile", lambda *a, **k: calls.append(("load", a)) or profile)
+    monkeypatch.setattr(cluster_mod, "preflight", lambda p: calls.append(("preflight",)))
+    monkeypatch.setattr(clouds.LocalCloud, "sweep_stale", staticmethod(lambda out: None))
+    made = Cluster.create("local", {}, run_id="hvd-test-once", loaded=profile)
+    assert made.profile is profile and calls == []
+    assert Cluster.attach("hvd-test-once", loaded=profile).profile is profile and calls == []
+    Cluster.attach("hvd-test-once")
+    assert calls == [("load", ("local", {}))]

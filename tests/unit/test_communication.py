@@ -134,7 +134,7 @@ def test_the_benchmark_takes_the_median_of_the_slowest_ranks_iterations(monkeypa
 
 
 def test_pairs_are_every_pair_or_a_ring():
-    from refarch.pytest.workloads import node_pairs
+    from refarch.properties.communication import node_pairs
 
     names = ["n1", "n2", "n3", "n4"]
     assert len(node_pairs(names, "all")) == 6 and node_pairs(names[:1], "ring") == []

@@ -72,11 +72,7 @@ ORDER = (
 
 #: Arrows back (importer, imported) that are known and being removed; each
 #: is reported by the test once it is gone so that it leaves this set too.
-PENDING = {
-    # profile.py imports judge.properties' KNOWN: it moves to
-    # refarch/properties/ (the property registry, below the profile).
-    ("profile", "judge"),
-}
+PENDING: set[tuple[str, str]] = set()
 
 
 class Import(NamedTuple):

@@ -14,6 +14,7 @@ from refarch.clouds import local as localcloud
 from refarch.clouds.exposure import Probe
 from refarch.judge.results import Results
 from refarch.profile import load_profile
+from refarch.properties import exposure as exposed
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "exposure"
@@ -52,8 +53,8 @@ def test_policy_on_admin_sees_only_sshd_with_publickey():
     scan = _scan("admin.xml", ADMIN)
     assert scan.open_ports == {"10.213.0.10": ["tcp/22"], "10.213.0.11": ["tcp/22"]}
     assert scan.ssh_methods == {"10.213.0.10": ["publickey"], "10.213.0.11": ["publickey"]}
-    assert exposure.unexpected(scan, ["tcp/22"], NAMES) == []
-    assert exposure.unexpected(scan, [], NAMES) == ["node1 10.213.0.10 tcp/22", "node2 10.213.0.11 tcp/22"]
+    assert exposed.unexpected(scan, ["tcp/22"], NAMES) == []
+    assert exposed.unexpected(scan, [], NAMES) == ["node1 10.213.0.10 tcp/22", "node2 10.213.0.11 tcp/22"]
 
 
 def test_policy_on_outside_sees_nothing():
@@ -63,7 +64,7 @@ def test_policy_on_outside_sees_nothing():
 
 def test_sshd_offering_passwords_is_named():
     scan = _scan("admin-password-node2.xml", ADMIN)
-    assert exposure.password_offered(scan, NAMES) == ["node2 (password)"]
+    assert exposed.password_offered(scan, NAMES) == ["node2 (password)"]
 
 
 # The exposure properties fed the recorded scans -------------------------------------

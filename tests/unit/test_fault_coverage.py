@@ -2,8 +2,8 @@
 property is failed by a live fault case, or says why not; README.md carries
 the current table."""
 
+from refarch import properties
 from refarch.faults import coverage
-from refarch.judge import properties
 from refarch.paths import ROOT
 
 

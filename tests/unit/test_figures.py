@@ -1,4 +1,4 @@
-"""Figures with their spread (refarch.judge.figures) and the efficiency property
+"""Figures with their spread (refarch.properties.figures) and the efficiency property
 fed recorded benchmark outputs of the local cloud (tests/unit/data/scaling):
 
 - unloaded-rounds: np=1, and np=2 with np=1 timed in 3 rounds beside it;
@@ -18,9 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from refarch.judge import checks, figures, records
+from refarch.judge import checks, records
 from refarch.judge.results import Results
 from refarch.profile import load_profile
+from refarch.properties import figures
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "scaling"

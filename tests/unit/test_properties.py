@@ -10,10 +10,12 @@ from types import SimpleNamespace
 
 import pytest
 
+from refarch import properties
 from refarch.errors import ProfileError
-from refarch.judge import checks, figures, properties
+from refarch.judge import checks
 from refarch.judge.results import Results
 from refarch.profile import load_profile
+from refarch.properties import figures
 from tests.integration import test_properties
 
 DATA = Path(__file__).parent / "data" / "properties"
@@ -58,20 +60,20 @@ def test_judge_warns_in_the_band_and_flags_suspiciously_high_figures():
 
 
 def test_efficiency_arithmetic():
-    assert properties.scaling_efficiency(44.0, 37.6, 2) == pytest.approx(0.5851, abs=1e-4)
-    assert properties.scaling_efficiency(80.0, 10.0, 8) == 1.0
+    assert figures.scaling_efficiency(44.0, 37.6, 2) == pytest.approx(0.5851, abs=1e-4)
+    assert figures.scaling_efficiency(80.0, 10.0, 8) == 1.0
     with pytest.raises(ValueError):
-        properties.scaling_efficiency(10.0, 0.0, 2)
+        figures.scaling_efficiency(10.0, 0.0, 2)
     with pytest.raises(ValueError):
-        properties.scaling_efficiency(10.0, 5.0, 0)
+        figures.scaling_efficiency(10.0, 5.0, 0)
 
 
 def test_diverged_ranks_and_loss_gap():
-    assert properties.diverged_ranks(["a", "a", "b", "a"]) == [2]
-    assert properties.diverged_ranks(["a", "a"]) == []
-    assert properties.loss_gap(0.11, 0.10) == pytest.approx(0.1)
+    assert properties.convergence.diverged_ranks(["a", "a", "b", "a"]) == [2]
+    assert properties.convergence.diverged_ranks(["a", "a"]) == []
+    assert properties.convergence.loss_gap(0.11, 0.10) == pytest.approx(0.1)
     with pytest.raises(ValueError):
-        properties.loss_gap(0.1, 0.0)
+        properties.convergence.loss_gap(0.1, 0.0)
 
 
 @pytest.mark.parametrize("override, message", [
@@ -87,7 +89,7 @@ def test_bad_properties_are_one_line_profile_errors(override, message):
 
 
 def test_every_known_property_has_a_measurement_and_a_unit():
-    assert set(test_properties.MEASURES) == set(properties.KNOWN)
+    assert all(callable(p.measure) for _g, p in properties.by_id().values())
 
 
 # test_property fed recorded results ---------------------------------------------------
@@ -214,3 +216,17 @@ def test_a_nan_training_loss_gives_an_error_verdict_not_a_passing_loss_gap(tmp_p
     written = json.loads(results.write(tmp_path / "results.json").read_text(),
                          parse_constant=lambda c: pytest.fail(f"results.json holds {c}"))
     assert written["properties"][-1]["evidence"]["train_loss"]["2"] == "nan"
+
+
+def test_every_group_section_is_the_profile_field_of_that_model():
+    """The registry is what the profile reads: a group's section is the
+    profile's field of the same name and model, and the profile accepts
+    exactly the registry's ids and units."""
+    from refarch.profile import Profile
+
+    for group in properties.GROUPS:
+        if group.section:
+            key, model = group.section
+            assert Profile.model_fields[key].annotation is model, (group.name, key)
+        assert len(group.ids()) == len(set(group.ids())) > 0, group.name
+    assert set(properties.KNOWN) == set(properties.by_id())

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from refarch import cli, version
+from refarch import cli, properties, version
 from refarch.errors import RefarchError
 from refarch.judge import criteria as release_criteria
-from refarch.judge import gate, properties, records
+from refarch.judge import gate, records
 from refarch.paths import ROOT
 
 DATA = Path(__file__).parent / "data" / "records"

@@ -25,8 +25,6 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from .properties import scaling_efficiency
-
 #: Confidence of every interval.
 CONFIDENCE = 0.95
 
@@ -34,6 +32,22 @@ CONFIDENCE = 0.95
 #: interval (smallest to largest) covers the median with probability
 #: 1 - 2 / 2**n, 0.969 at n = 6 and 0.9375 at n = 5.
 MIN_SAMPLES = 6
+
+
+def scaling_efficiency(throughput_n: float, throughput_1: float, world_size: int) -> float:
+    """throughput(N) / (N x throughput(1)); throughputs in images/sec.
+
+    Source: the usual weak-scaling definition used by the Horovod paper
+    (Sergeev & Del Balso 2018, arXiv:1802.05799).
+
+    Raises:
+        ValueError: a throughput is not positive or ``world_size`` < 1.
+    """
+    if throughput_1 <= 0 or throughput_n <= 0:
+        raise ValueError(f"throughputs must be positive (np=1: {throughput_1}, np={world_size}: {throughput_n})")
+    if world_size < 1:
+        raise ValueError(f"world size must be at least 1, got {world_size}")
+    return throughput_n / (world_size * throughput_1)
 
 
 @dataclass(frozen=True)
@@ -110,7 +124,7 @@ def efficiency(at_n: Figure, at_1: Figure, world_size: int) -> Figure:
     that follows from both inputs' intervals (low: slowest N over fastest 1;
     high: fastest N over slowest 1).
 
-    Each ratio is :func:`refarch.judge.properties.scaling_efficiency`.
+    Each ratio is :func:`scaling_efficiency`.
 
     Raises:
         ValueError: ``world_size`` < 1.
