@@ -41,6 +41,7 @@ from pathlib import Path
 
 from .. import childrun
 from .. import version as ver
+from ..clouds.drivers import DRIVERS
 from ..errors import RefarchError
 from ..judge import comparison, records
 from ..lifecycle import guarded
@@ -166,7 +167,7 @@ def preflight(baseline: str, candidate: str, repetitions: int, profile: str, ove
     base = resolve(baseline, root)
     cand = None if candidate == WORKTREE else resolve(candidate, root)
     prof = load_profile(profile, overrides)
-    if prof.cloud != "local":
+    if not DRIVERS[prof.cloud].on_this_machine:
         raise RefarchError(f"compare: profile {profile} is on cloud {prof.cloud}; side-by-side comparison deploys "
                            "both clusters on this machine's local cloud")
     one = prof.nodes.count * prof.nodes.flavor.memory_mb * 2 ** 20
