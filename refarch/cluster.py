@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import proc, progress
 from .clouds.drivers import driver_for
-from .clouds.protocol import CloudDriver, Prepared
+from .clouds.protocol import CloudDriver, Prepared, RunContext
 from .contract import Contract
 from .errors import LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
@@ -83,15 +83,23 @@ class Cluster:
     def run_id(self) -> str:
         return self.rundir.run_id
 
+    @property
+    def context(self) -> RunContext:
+        """What the cloud driver is given of this run (read-only, made anew
+        for each call so that it sees the contract and artefacts as they are
+        now)."""
+        return RunContext(self.run_id, self.profile, self.rundir, self.phase, self.contract, self.image_tag,
+                          self.wheelhouse)
+
     @cached_property
     def terraform(self) -> Terraform:
         """The run's Terraform root module (made once per Cluster)."""
         return Terraform(self.rundir.terraform_dir, self.profile.cloud, self.rundir.logs / "terraform.log",
-                         env=self.driver.tf_env(self))
+                         env=self.driver.tf_env(self.context))
 
     @property
     def prepared(self) -> bool:
-        return self.driver.prepared(self)
+        return self.driver.prepared(self.context)
 
     # Phase bookkeeping ------------------------------------------------------
     #: The log each phase writes (named in its progress lines).
@@ -130,7 +138,7 @@ class Cluster:
         cloud (cached), quota preflight and baseline on OpenStack.  The
         cluster keeps the node image tag and the wheelhouse where the driver
         made them; returns what it made."""
-        made = self.driver.prepare(self)
+        made = self.driver.prepare(self.context)
         if made.image_tag is not None:
             self.image_tag = made.image_tag
         if made.wheelhouse is not None:
@@ -158,7 +166,7 @@ class Cluster:
                       "-f", str(key)], timeout_s=30)
         with self.phase("deploy"):
             tf = self.terraform
-            tf.write_vars(self.driver.tf_vars(self, key, ssh / "known_hosts"))
+            tf.write_vars(self.driver.tf_vars(self.context, key, ssh / "known_hosts"))
             tf.apply(self.profile.timeouts_s.deploy)
             outputs = tf.outputs()
             if "known_hosts" in outputs:
@@ -177,13 +185,15 @@ class Cluster:
         """The Ansible inventory from the contract plus the profile's inputs."""
         if self.contract is None:
             raise RefarchError(f"run {self.run_id} has no deployed cluster (no contract.json)")
+        if not self.prepared:
+            self.prepare()
         extra = {
             "training_user": self.profile.training_user.model_dump(),
             "cluster_ssh_key_dir": str(self.rundir.ssh_dir / "cluster"),
             "ca_certificates_files": self.ca_files(),
             "gpu_expected_count": self.profile.expect.gpus_per_node,
             "shared_storage_nfs_version": self.profile.shared_storage.nfs_version,
-            **self.driver.ansible_vars(self),
+            **self.driver.ansible_vars(self.context),
         }
         return self.contract.write_inventory(self.inventory_path(), extra)
 
@@ -214,15 +224,15 @@ class Cluster:
                 self.terraform.destroy(self.profile.timeouts_s.teardown)
             except RefarchError as exc:
                 report["destroy_error"] = str(exc)
-            report["swept"] = self.driver.sweep(self, log)
+            report["swept"] = self.driver.sweep(self.context, log)
             state = self.terraform.state_list()
             if state:
                 # The sweep removed the real resources; forget them in state.
                 self.terraform.tf.execute_command("state", "rm", *state)
             report["state"] = self.terraform.state_list()
-            report["leaks"] = self.driver.leaks(self)
+            report["leaks"] = self.driver.leaks(self.context)
             if not report["leaks"]:
-                self.driver.finish(self)
+                self.driver.finish(self.context)
         self.rundir.update_meta(kept=False, destroyed=True, teardown=report)
         if report["state"] or report["leaks"]:
             failed = f" (terraform destroy failed: {report['destroy_error']})" if "destroy_error" in report else ""

@@ -29,3 +29,8 @@ class TeardownError(RefarchError):
     """``terraform destroy`` failed: a defect of the descriptors (users tear
     the architecture down with Terraform), even when the suite's sweep then
     removed everything the run had made."""
+
+
+class NotSupported(RefarchError):
+    """The cloud driver has no such capability (e.g. the exposure survey on
+    OpenStack); the check that needs it says so and does not run there."""

@@ -28,8 +28,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .clouds.owner import Owner
 from .errors import RefarchError
+from .owner import Owner
 from .paths import runs_dir
 
 RUN_ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]{2,46}[a-z0-9]$")
@@ -178,7 +178,7 @@ class RunDir:
 
     def write_owner(self) -> None:
         """Record this process as the run's owner (the podman labels carry
-        the same, see :mod:`refarch.clouds.owner`)."""
+        the same, see :mod:`refarch.owner`)."""
         self.update_meta(run_id=self.run_id, owner=Owner.current(self.path).labels(), started_at=time.time())
 
 

@@ -4,6 +4,7 @@ and the role scenarios.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -68,6 +69,14 @@ def vm(args) -> int:
     return 0
 
 
+def _vm_preflight() -> None:
+    """The VM platform's host check, imported only when a VM scenario runs
+    (the runner's loaded modules key the role scenarios' reuse records)."""
+    from ..clouds import vm
+
+    vm.preflight()
+
+
 def roles(args) -> int:
     from ..tools import roles
 
@@ -78,7 +87,7 @@ def roles(args) -> int:
         return 0
     if args.no_reuse:
         os.environ["REFARCH_ROLES_REUSE"] = "0"
-    outcomes, out = roles.run_scenarios(args.scenario)
+    outcomes, out = roles.run_scenarios(args.scenario, vm_preflight=_vm_preflight)
     reused = [o.scenario for o in outcomes if o.reused_from]
     if reused:
         print(f"roles: reused (passed on this machine within 24 h with the same inputs): {', '.join(reused)}; "
@@ -87,3 +96,57 @@ def roles(args) -> int:
     print(f"roles: {len(outcomes) - len(bad)} of {len(outcomes)} scenarios passed or skipped; logs, "
           f"results.json and junit.xml in {out}" + (f"; FAILED: {', '.join(bad)}" if bad else ""))
     return 1 if bad else 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add this module's commands (cache, vm, roles, toolset) to the ``refarch``
+    parser's subcommands."""
+
+    cc = sub.add_parser("cache", help="list or prune the node images and wheelhouses (one per pin set)",
+                        description="node images (podman) and wheelhouses (~/.cache/refarch): list them, or "
+                                    "prune all but the current pins' and the KEEP newest others")
+    cc.add_argument("action", choices=["list", "prune"])
+    cc.add_argument("--keep", type=int, default=1, help="with prune: newest other entries kept per kind (default 1)")
+    cc.add_argument("--dry-run", action="store_true", help="with prune: only say what would go")
+    cc.set_defaults(func=cache)
+    v = sub.add_parser("vm", help="QEMU virtual machines with a real kernel (the nfs scenario: cloud-init boot and NFS)",
+                       description="up: boot VMs from the cached VM image with cloud-init seeds rendered by "
+                                   "Terraform, kept until `refarch destroy RUN_ID`; reboot: reboot one and wait")
+    v.add_argument("action", choices=["up", "reboot"])
+    v.add_argument("run_id", nargs="?", help="reboot: the VM run")
+    v.add_argument("--nodes", type=int, default=1, choices=range(1, 5), help="up: how many VMs (1-4)")
+    v.add_argument("--volume", action="append", default=[], metavar="NODE=GB", help="up: an extra disk (/dev/vdb)")
+    v.add_argument("--seed-without-host-keys", action="store_true",
+                   help="up: drop the host keys from the seed (proves the strict SSH check notices)")
+    v.add_argument("--node", default="node1", help="reboot: which VM")
+    v.set_defaults(func=vm)
+    ro = sub.add_parser("roles", help="test every Ansible role on its own with Molecule (tox -e molecule)",
+                        description="molecule test of each scenario in descriptors/ansible/molecule (one per role), "
+                                    "one at a time; Ctrl-C destroys the running scenario's nodes")
+    ro.add_argument("-s", "--scenario", action="append", default=[], metavar="NAME",
+                    help="run only this scenario (repeatable); default all")
+    ro.add_argument("--list", action="store_true", help="list the scenarios and which this host skips")
+    ro.add_argument("--no-reuse", action="store_true",
+                    help="run every scenario, also those that passed here within 24 h with the same inputs "
+                         "(REFARCH_ROLES_REUSE=0)")
+    ro.set_defaults(func=roles)
+    ts = sub.add_parser("toolset", help="the toolset image (podman): build it, print its tag, or run a tox stage "
+                                        "with its tools",
+                        description="the toolset image: a Debian root made by debootstrap with the host commands, "
+                                    "the locked Python dependencies, the Ansible collections, terraform and this "
+                                    "suite, for the cluster-free stages and deploying by hand")
+    tsub = ts.add_subparsers(dest="action", required=True)
+    tb = tsub.add_parser("build", help="build the image unless its tag exists; print the tag",
+                         description="build localhost/refarch-toolset:<version>-<inputs hash> with podman unless "
+                                     "it exists; print the tag (the build's log: <cache>/toolset/build.log)")
+    tb.add_argument("--force", action="store_true", help="build again even when the tag exists (no layer cache)")
+    tb.set_defaults(func=toolset)
+    tsub.add_parser("tag", help="print the tag of the current inputs without building",
+                    description="print localhost/refarch-toolset:<version>-<inputs hash> without building"
+                    ).set_defaults(func=toolset)
+    tst = tsub.add_parser("stage", help="run tox.ini's commands of a stage with the tools on PATH (in the image)",
+                          description="tox.ini's commands of ENV (lint, policy, unit, gate) run in the checkout "
+                                      "with the tools on PATH, without tox: what a job in the toolset image runs")
+    tst.add_argument("env", help="a tox environment: lint, policy, unit, gate")
+    tst.add_argument("posargs", nargs=argparse.REMAINDER, help="its {posargs}, after --")
+    tst.set_defaults(func=toolset)

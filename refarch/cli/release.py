@@ -4,11 +4,12 @@ gate, the side-by-side comparison and the merge-request note.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from ..errors import RefarchError
 from ..overrides import parse_overrides
-from ..paths import runs_dir
+from ..paths import ROOT, runs_dir
 from ..run import RunDir
 
 
@@ -40,13 +41,23 @@ def record(args) -> int:
     return 0
 
 
+def _environment_problems(version: str, validation: Path) -> list[str]:
+    """What the release gate needs of the suite's CI: every environment of
+    both tiers passed on this tree's exact key (refarch.ci.release)."""
+    from ..ci import environments
+    from ..ci import release as ci_release
+
+    return ci_release.problems(version, environments.definitions(), validation)
+
+
 def gate(args) -> int:
     from ..judge import criteria as release_criteria
     from ..judge import gate
 
     criteria = release_criteria.load_criteria(Path(args.criteria))
     args.version = args.version.removeprefix("v")
-    result = gate.evaluate(args.version, criteria, Path(args.records), release=not args.merge_request)
+    result = gate.evaluate(args.version, criteria, Path(args.records), environments=_environment_problems,
+                           release=not args.merge_request)
     for line in result.warnings:
         print(f"warning: {line}")
     for line in result.problems:
@@ -62,7 +73,7 @@ def gate(args) -> int:
 
 
 def compare(args) -> int:
-    from ..judge import compare
+    from . import compare
 
     baseline = args.baseline
     if not baseline:
@@ -89,3 +100,56 @@ def mr_note(args) -> int:
 
     print(mrnote.post_summary(Path(args.run_dir)))
     return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add this module's commands (report, record, gate, compare, mr-note) to the
+    ``refarch`` parser's subcommands."""
+
+    rp = sub.add_parser("report", help="write runs/RUN_ID/report.html, or runs/trend.html with --trend",
+                        description="render a run's HTML report from its results.json (the main job writes it "
+                                    "too), or the trend page across every run under runs/")
+    rp.add_argument("run_id", nargs="?", help="a run id from `refarch list`")
+    rp.add_argument("--trend", action="store_true", help="images/sec and efficiency of every run")
+    rp.set_defaults(func=report)
+    r = sub.add_parser("record", help="write the validation record of one profile's runs for the architecture version",
+                       description="one record per profile and version (validation/<version>/<name>.json) from "
+                                   "the results of its runs, e.g. the main job's and the availability job's")
+    r.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<run id>)")
+    r.add_argument("--name", help="record name (default: the profile; required for runs with overrides)")
+    r.add_argument("--out", default=str(ROOT / "validation"), help="records root (default validation/)")
+    r.set_defaults(func=record)
+    g = sub.add_parser("gate", help="decide whether an architecture version may be released",
+                       description="checks the version's validation records against the release criteria and the "
+                                   "previous release; exit 0 and writes validation/<version>/gate.json, or exit 1 "
+                                   "listing each missing record, failed property and regression")
+    g.add_argument("version", help="the version to release (descriptors/VERSION; a tag v1.2.3 gives 1.2.3)")
+    g.add_argument("--criteria", default=str(ROOT / "validation" / "release-criteria.yml"), help="release criteria file")
+    g.add_argument("--records", default=str(ROOT / "validation"), help="records root (default validation/)")
+    g.add_argument("--merge-request", action="store_true",
+                   help="a preview on a merge request: a missing, other-tree or inconclusive side-by-side "
+                        "comparison warns instead of refusing")
+    g.set_defaults(func=gate)
+    c = sub.add_parser("compare", help="measure two versions side by side on this machine",
+                       description="deploys the baseline's and the candidate's descriptors as two kept clusters, "
+                                   "measures them interleaved N times (where memory holds one cluster only: the "
+                                   "baseline's N, then the candidate's) and writes compare.json: each figure's "
+                                   "candidate/baseline ratio with a 95 %% interval and its verdict; exit 1 on a "
+                                   "regression")
+    c.add_argument("baseline", nargs="?", help="git ref (default: the highest v* tag below descriptors/VERSION)")
+    c.add_argument("candidate", nargs="?", default="worktree", help="git ref (default: the working tree)")
+    c.add_argument("-n", "--repetitions", type=int, default=5, help="repetitions per version (default 5, at least 3)")
+    c.add_argument("--profile", default="local", help="profile of both clusters (default local)")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile value of both, e.g. nodes.flavor.memory_mb=4096")
+    c.add_argument("--out", help="also write compare.json here (validation/<version>/compare.json for the gate)")
+    c.add_argument("--first-release-ok", action="store_true",
+                   help="with no BASELINE and no release tag below descriptors/VERSION, say so and exit 0 "
+                        "(the tag pipeline of a first release)")
+    c.set_defaults(func=compare)
+    m = sub.add_parser("mr-note", help="post a run's summary as a note on the GitLab merge request",
+                       description="Markdown summary (verdict, properties, report link) posted with python-gitlab "
+                                   "when a token (REFARCH_GITLAB_TOKEN) and a merge request (CI_MERGE_REQUEST_IID) "
+                                   "are present; otherwise says why nothing was posted")
+    m.add_argument("run_dir", help="a run directory (runs/<run id>)")
+    m.set_defaults(func=mr_note)

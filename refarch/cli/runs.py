@@ -4,20 +4,23 @@ destroy), the sweep of leftovers, the list of runs and OpenStack's janitor.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+from .. import owner
 from ..clouds import local as localcloud
-from ..clouds import owner
-from ..clouds.owner import Owner
 from ..cluster import Cluster
 from ..errors import RefarchError
 from ..lifecycle import guarded
 from ..overrides import parse_overrides
+from ..owner import Owner
 from ..paths import ROOT
+from ..profile import available_profiles, load_profile
 from ..run import RunDir, orphaned_runs, validate_run_id
 
 
@@ -161,7 +164,7 @@ def run_rows() -> list[dict]:
     return sorted(rows, key=lambda r: r["_t"])
 
 
-def list(_args) -> int:
+def list_runs(_args) -> int:
     rows = run_rows()
     fmt = "{run_id:<24} {started:<17} {profile:<14} {state:<10} {outcome:<12} {overrides}"
     print(fmt.format(run_id="RUN ID", started="STARTED (UTC)", profile="PROFILE", state="STATE",
@@ -200,3 +203,95 @@ def janitor(args) -> int:
     if not report.selected:
         print(f"nothing matches prefix {args.prefix!r} older than {args.older_than}")
     return 1 if report.failed else 0
+
+
+MAIN_JOB_USAGE = """usage: ci/main-job.sh [--profile NAME] [--set KEY=VALUE ...] [--keep] [pytest options]
+
+Deploys a cluster from descriptors/profiles/NAME.yml (default: $REFARCH_PROFILE
+or local), configures it, runs the checks and properties, tears it down.
+  --profile NAME     one of: {profiles}
+  --set KEY=VALUE    override a profile value by its dotted key (nodes.count=3,
+                     nodes.flavor.memory_mb=4096, properties.scaling.efficiency.reference.lower=0.5)
+  --keep             keep the cluster afterwards (ci/refarch destroy RUN_ID)
+  --long-properties  also the properties that stop and start nodes (availability)
+  -k EXPR            run only the checks whose names match (pytest)
+Results: runs/<run id>/ (results.json, junit.xml, logs/); the summary at the end names it.
+Expected: about 11 min cold (image and wheel builds), under 5 min warm."""
+
+
+def check_args(args) -> int:
+    """Validate the main job's arguments before anything runs: 0 when they
+    are good, 3 after printing the usage (--help), 2 with one line on bad
+    input (printed last)."""
+
+    rest = list(args.job_args)
+    if "-h" in rest or "--help" in rest:
+        print(MAIN_JOB_USAGE.format(profiles=", ".join(available_profiles())))
+        return 3
+    name = os.environ.get("REFARCH_PROFILE", "local")
+    sets = []
+    for i, arg in enumerate(rest):
+        if arg == "--profile" and i + 1 < len(rest):
+            name = rest[i + 1]
+        elif arg.startswith("--profile="):
+            name = arg.split("=", 1)[1]
+        elif arg == "--set" and i + 1 < len(rest):
+            sets.append(rest[i + 1])
+        elif arg.startswith("--set="):
+            sets.append(arg.split("=", 1)[1])
+    try:
+        load_profile(name, parse_overrides(sets))
+    except RefarchError as exc:
+        print(f"ci/main-job.sh: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """Add this module's commands (up, configure, inventory, destroy, test, sweep, list,
+    janitor, check-args) to the ``refarch`` parser's subcommands."""
+
+    u = sub.add_parser("up", help="deploy and configure a cluster, and keep it")
+    u.add_argument("--profile", default="local",
+                    help=f"profile in descriptors/profiles: {', '.join(available_profiles())} (default local)")
+    u.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a profile value by its dotted key, e.g. nodes.count=3")
+    u.add_argument("--run-id", help="use this run id instead of a new one")
+    u.add_argument("--no-configure", action="store_true", help="deploy only")
+    u.add_argument("--keep-on-failure", action="store_true", help="do not tear down when a stage fails")
+    u.set_defaults(func=up)
+    for name, func, text in (("configure", configure, "run the playbook against a kept cluster"),
+                             ("inventory", inventory, "write the Ansible inventory of a kept cluster (the one "
+                                                       "site.yml gets) and print its path"),
+                             ("destroy", destroy, "destroy a kept cluster and check nothing is left")):
+        sp = sub.add_parser(name, help=text, description=text)
+        sp.add_argument("run_id", help="a run id from `refarch list`")
+        sp.set_defaults(func=func)
+    t = sub.add_parser("test", help="run the checks and the smoke job against a kept cluster",
+                       description="run tests/integration against the kept cluster RUN_ID (pytest --run-id)")
+    t.add_argument("run_id", help="a kept run's id (`refarch list`, state kept)")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER,
+                   help="passed to pytest, e.g. -k sshd or --long-properties")
+    t.set_defaults(func=test)
+    s = sub.add_parser("sweep", help="remove leftovers of runs by their run-id label")
+    s.add_argument("run_ids", nargs="*")
+    s.add_argument("--stale", action="store_true", help="every run whose owner process is gone")
+    s.add_argument("--include-kept", action="store_true", help="with --stale: kept runs too")
+    s.add_argument("--unfinished", action="store_true",
+                   help="tear down every run under runs/ that was deployed, not destroyed, not kept, and whose "
+                        "owner is gone (a cancelled CI job's after_script; any cloud)")
+    s.add_argument("--dry-run", action="store_true")
+    s.set_defaults(func=sweep)
+    sub.add_parser("list", help="list runs: id, start, profile, state, outcome, overrides",
+                   description="list the run directories under runs/ (or $REFARCH_RUNS_DIR), oldest first"
+                   ).set_defaults(func=list_runs)
+    j = sub.add_parser("janitor", help="OpenStack: delete run-scoped resources older than an age")
+    j.add_argument("--cloud", required=True, help="clouds.yaml entry")
+    j.add_argument("--prefix", default="hvd-", help="run-id prefix of names and tags (default hvd-)")
+    j.add_argument("--older-than", default="6h", help="age such as 90m, 6h, 2d (default 6h)")
+    j.add_argument("--delete", action="store_true", help="really delete (default: dry run)")
+    j.set_defaults(func=janitor)
+    c = sub.add_parser("check-args", help="validate the main job's arguments (profile, --set) before it runs",
+                       add_help=False)
+    c.add_argument("job_args", nargs=argparse.REMAINDER)
+    c.set_defaults(func=check_args)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import PreflightError, RefarchError
+from ..owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
 from ..run import RunDir
 from ..tools import hostcmds
 from . import arrivals, exposure
-from .owner import LABEL_RUN_ID, LABEL_RUNDIR, Owner, machine_dir, stale_verdict
 
 LABEL = LABEL_RUN_ID
 
@@ -187,7 +187,7 @@ def all_run_ids() -> set[str]:
 def stale_runs(include_kept: bool = False) -> dict[str, tuple[bool, str, dict[str, str]]]:
     """Every run on this host with its verdict: run id -> (stale, reason,
     labels).  Decided from the resources' owner labels only, so the answer is
-    the same from every checkout (see :func:`refarch.clouds.owner.stale_verdict`)."""
+    the same from every checkout (see :func:`refarch.owner.stale_verdict`)."""
     return {run_id: (*stale_verdict(labels, include_kept), labels)
             for run_id, labels in sorted(run_labels().items())}
 

@@ -11,16 +11,12 @@ import datetime as dt
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .. import proc
-from ..errors import PreflightError
+from ..errors import NotSupported, PreflightError
 from ..profile import Profile
 from ..tools import ansible
-from .protocol import FAILURE_MODES, Prepared
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..cluster import Cluster
+from .protocol import FAILURE_MODES, Prepared, RunContext
 
 
 class OpenStackCloud:
@@ -29,6 +25,7 @@ class OpenStackCloud:
     :class:`~refarch.clouds.protocol.CloudDriver`."""
 
     name = "openstack"
+    on_this_machine = False
 
     def __init__(self):
         self._conn = None
@@ -47,27 +44,27 @@ class OpenStackCloud:
             raise PreflightError("the OpenStack target implements shared storage type nfs only")
         ostk.connect(profile.openstack.cloud)
 
-    def conn(self, cluster: Cluster):
+    def conn(self, run: RunContext):
         from . import openstack as ostk
 
         if self._conn is None:
-            self._conn = ostk.connect(cluster.profile.openstack.cloud)
+            self._conn = ostk.connect(run.profile.openstack.cloud)
         return self._conn
 
-    def prepared(self, cluster: Cluster) -> bool:
+    def prepared(self, run: RunContext) -> bool:
         """See CloudDriver.prepared: the run has its baseline."""
-        return (cluster.rundir.path / "baseline.json").exists()
+        return (run.rundir.path / "baseline.json").exists()
 
-    def prepare(self, cluster: Cluster) -> Prepared:
+    def prepare(self, run: RunContext) -> Prepared:
         """See CloudDriver.prepare: throwaway project (if asked for, recorded
         in ``run.json`` at once), quota preflight and baseline
         (``baseline.json``), before anything else is created."""
         from . import openstack as ostk
 
-        settings = cluster.profile.openstack
-        conn = self.conn(cluster)
-        with cluster.phase("prepare"):
-            meta = cluster.rundir.read_meta()
+        settings = run.profile.openstack
+        conn = self.conn(run)
+        with run.phase("prepare"):
+            meta = run.rundir.read_meta()
             project = meta.get("project")
             if settings.project_mode == "throwaway" and "project" not in meta:
                 from . import openstack_project as osproject
@@ -78,110 +75,123 @@ class OpenStackCloud:
                     return conn.connect_as_project(pid)
 
                 tp = osproject.ThrowawayProject.create(
-                    conn, as_ci_user, cluster.run_id, settings.domain,
-                    settings.ci_user, settings.role, cluster.rundir.path, conn.auth["auth_url"])
+                    conn, as_ci_user, run.run_id, settings.domain,
+                    settings.ci_user, settings.role, run.rundir.path, conn.auth["auth_url"])
                 project = {"id": tp.project_id, "credential_id": tp.credential_id,
                            "clouds_yaml": str(tp.clouds_yaml), "cloud": tp.cloud_name}
-                cluster.rundir.update_meta(project=project)
+                run.rundir.update_meta(project=project)
                 self._conn = ostk.connect(tp.cloud_name, str(tp.clouds_yaml))
                 conn = self._conn
             flavor = conn.compute.find_flavor(settings.flavor_name, ignore_missing=False)
-            need = ostk.Need.for_cluster(cluster.profile.nodes.count, int(flavor.vcpus), int(flavor.ram),
-                                         cluster.profile.shared_storage.size_gb)
+            need = ostk.Need.for_cluster(run.profile.nodes.count, int(flavor.vcpus), int(flavor.ram),
+                                         run.profile.shared_storage.size_gb)
             ostk.quota_preflight(conn, conn.current_project_id, need)
-            path = cluster.rundir.path / "baseline.json"
+            path = run.rundir.path / "baseline.json"
             path.write_text(json.dumps(ostk.baseline(conn), indent=1))
         return Prepared(baseline=path, project=project)
 
-    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+    def tf_vars(self, run: RunContext, key: Path, known_hosts: Path) -> dict:
         """See CloudDriver.tf_vars."""
-        s = cluster.profile.openstack
-        storage = cluster.profile.shared_storage
+        s = run.profile.openstack
+        storage = run.profile.shared_storage
         return {
-            "run_id": cluster.run_id, "node_count": cluster.profile.nodes.count,
+            "run_id": run.run_id, "node_count": run.profile.nodes.count,
             "image_name": s.image_name, "flavor_name": s.flavor_name,
             "external_network_name": s.external_network, "admin_cidr": s.admin_cidr,
             "subnet_cidr": s.subnet_cidr, "dns_nameservers": s.dns_nameservers, "ssh_user": s.ssh_user,
             "ssh_public_key_file": f"{key}.pub", "ssh_private_key_file": str(key),
-            "ssh_known_hosts_file": str(known_hosts), "ssh_host_keys_dir": str(host_keys(cluster, known_hosts.parent)),
+            "ssh_known_hosts_file": str(known_hosts), "ssh_host_keys_dir": str(host_keys(run, known_hosts.parent)),
             "volume_type": s.volume_type,
             "availability_zone": s.availability_zone,
             "shared_storage": {"export": storage.export, "mount_point": storage.mount_point,
                                "size_gb": storage.size_gb},
         }
 
-    def tf_env(self, cluster: Cluster) -> dict:
+    def tf_env(self, run: RunContext) -> dict:
         """See CloudDriver.tf_env: the throwaway project's clouds.yaml entry,
         or the profile's cloud, and a CLI config that installs the pinned
         providers from the suite's mirror (built here if missing)."""
         from ..tools import providers
 
-        mirror = providers.ensure_providers(cluster.rundir.logs / "providers.log")
-        env = {"TF_CLI_CONFIG_FILE": str(providers.write_cli_config(cluster.rundir.path / "terraform.tfrc", mirror))}
-        project = cluster.rundir.read_meta().get("project")
+        mirror = providers.ensure_providers(run.rundir.logs / "providers.log")
+        env = {"TF_CLI_CONFIG_FILE": str(providers.write_cli_config(run.rundir.path / "terraform.tfrc", mirror))}
+        project = run.rundir.read_meta().get("project")
         if project:
             return {**env, "OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
-        return {**env, "OS_CLOUD": cluster.profile.openstack.cloud}
+        return {**env, "OS_CLOUD": run.profile.openstack.cloud}
 
-    def ansible_vars(self, cluster: Cluster) -> dict:
+    def ansible_vars(self, run: RunContext) -> dict:
         """See CloudDriver.ansible_vars: no wheelhouse."""
         # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
         return {"horovod_wheelhouse_src": ""}
 
-    def stop_node(self, cluster: Cluster, name: str) -> None:
+    def stop_node(self, run: RunContext, name: str) -> None:
         """Stop the node's server (SHUTOFF)."""
         from . import openstack_nodes as osnodes
 
-        osnodes.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=False)
+        osnodes.set_power(self.conn(run), f"{run.run_id}-{name}", on=False)
 
-    def start_node(self, cluster: Cluster, name: str) -> None:
+    def start_node(self, run: RunContext, name: str) -> None:
         """Start the node's server again (ACTIVE)."""
         from . import openstack_nodes as osnodes
 
-        osnodes.set_power(self.conn(cluster), f"{cluster.run_id}-{name}", on=True)
+        osnodes.set_power(self.conn(run), f"{run.run_id}-{name}", on=True)
 
-    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+    def fail_node(self, run: RunContext, name: str, mode: str) -> None:
         """Make node ``name`` fail as ``mode`` says: ``stop`` as
         :meth:`stop_node`; ``kill`` frozen at once
         (:func:`refarch.clouds.openstack_nodes.power_cut`); ``partition`` its ports get a
         security group without rules (:func:`refarch.clouds.openstack_nodes.partition`)."""
         from . import openstack_nodes as osnodes
 
-        server = f"{cluster.run_id}-{name}"
+        server = f"{run.run_id}-{name}"
         if mode == "stop":
-            self.stop_node(cluster, name)
+            self.stop_node(run, name)
         elif mode == "kill":
-            osnodes.power_cut(self.conn(cluster), server)
+            osnodes.power_cut(self.conn(run), server)
         elif mode == "partition":
-            self._partitioned[server] = osnodes.partition(self.conn(cluster), server, cluster.run_id)
+            self._partitioned[server] = osnodes.partition(self.conn(run), server, run.run_id)
         else:
             raise ValueError(f"failure mode {mode!r}: not one of {', '.join(FAILURE_MODES)}")
 
-    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+    def restore_node(self, run: RunContext, name: str, mode: str) -> None:
         """Undo :meth:`fail_node` (start, boot afresh, or the ports' own
         security groups back)."""
         from . import openstack_nodes as osnodes
 
-        server = f"{cluster.run_id}-{name}"
+        server = f"{run.run_id}-{name}"
         if mode == "stop":
-            self.start_node(cluster, name)
+            self.start_node(run, name)
         elif mode == "kill":
-            osnodes.power_restored(self.conn(cluster), server)
+            osnodes.power_restored(self.conn(run), server)
         elif mode == "partition":
-            osnodes.heal(self.conn(cluster), self._partitioned.pop(server, {}))
+            osnodes.heal(self.conn(run), self._partitioned.pop(server, {}))
 
-    def node_state(self, cluster: Cluster, name: str) -> str:
+    def node_state(self, run: RunContext, name: str) -> str:
         """"running" (ACTIVE), "stopped" (SHUTOFF, PAUSED) or Nova's status
         in lower case (error, ..., missing)."""
         from . import openstack_nodes as osnodes
 
-        return osnodes.node_state(self.conn(cluster), f"{cluster.run_id}-{name}")
+        return osnodes.node_state(self.conn(run), f"{run.run_id}-{name}")
 
-    def sweep(self, cluster: Cluster, log: Path) -> dict:
+    def node_console(self, run: RunContext, name: str) -> list[str] | None:
+        """See CloudDriver.node_console: none (the server's console log is
+        not a shell)."""
+        return None
+
+    def survey_exposure(self, run: RunContext) -> dict:
+        """See CloudDriver.survey_exposure: not on OpenStack.
+
+        Raises:
+            NotSupported: always (no probes are built for it).
+        """
+        raise NotSupported("the exposure probes are built for the local cloud, not openstack")
+
+    def sweep(self, run: RunContext, log: Path) -> dict:
         """See CloudDriver.sweep: the janitor on the run id, whatever the age."""
         from . import openstack as ostk
 
-        report = ostk.janitor(self.conn(cluster), cluster.run_id, dt.timedelta(0), dry_run=False)
+        report = ostk.janitor(self.conn(run), run.run_id, dt.timedelta(0), dry_run=False)
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed, "waits": report.waits}) + "\n")
         swept: dict[str, list[str]] = {}
@@ -189,35 +199,35 @@ class OpenStackCloud:
             swept.setdefault(kind, []).append(name)
         return swept
 
-    def leaks(self, cluster: Cluster) -> dict:
+    def leaks(self, run: RunContext) -> dict:
         """See CloudDriver.leaks: what is new since the baseline."""
         from . import openstack as ostk
 
-        path = cluster.rundir.path / "baseline.json"
+        path = run.rundir.path / "baseline.json"
         before = json.loads(path.read_text()) if path.exists() else {}
-        return ostk.leaks(self.conn(cluster), before)
+        return ostk.leaks(self.conn(run), before)
 
     @staticmethod
     def sweep_stale(out=print) -> list[str]:
         """Runs killed before their teardown are the janitor's (by age)."""
         return []
 
-    def finish(self, cluster: Cluster) -> None:
+    def finish(self, run: RunContext) -> None:
         """Delete the throwaway project (after its resources)."""
         from . import openstack as ostk
 
-        project = cluster.rundir.read_meta().get("project")
+        project = run.rundir.read_meta().get("project")
         if not project:
             return
-        admin = ostk.connect(cluster.profile.openstack.cloud)
+        admin = ostk.connect(run.profile.openstack.cloud)
         from . import openstack_project as osproject
 
-        tp = osproject.ThrowawayProject(project["id"], cluster.run_id, project["credential_id"],
+        tp = osproject.ThrowawayProject(project["id"], run.run_id, project["credential_id"],
                                    Path(project["clouds_yaml"]), project["cloud"])
-        tp.delete(admin, self.conn(cluster))
+        tp.delete(admin, self.conn(run))
 
 
-def host_keys(cluster: Cluster, ssh_dir: Path) -> Path:
+def host_keys(run: RunContext, ssh_dir: Path) -> Path:
     """One ed25519 host key pair per node, ``<ssh_dir>/hostkeys/<hostname>``
     and ``.pub`` (made once per run with ssh-keygen): the OpenStack module
     injects them by cloud-init and writes known_hosts from them, so SSH is
@@ -228,9 +238,9 @@ def host_keys(cluster: Cluster, ssh_dir: Path) -> Path:
     """
     folder = ssh_dir / "hostkeys"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for i in range(cluster.profile.nodes.count):
+    for i in range(run.profile.nodes.count):
         key = folder / f"node{i + 1}"
         if not key.exists():
-            proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{cluster.run_id}-node{i + 1}",
+            proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"{run.run_id}-node{i + 1}",
                       "-f", str(key)], timeout_s=30)
     return folder

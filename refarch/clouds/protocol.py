@@ -7,23 +7,23 @@ The drivers (:mod:`refarch.clouds.drivers`: the local cloud, OpenStack) do
 not inherit from it; they match it method for method (the unit tests check
 the parameter names), and :func:`refarch.clouds.drivers.driver_for` returns
 one as a :class:`CloudDriver`.  Every method but the static ones takes the
-:class:`refarch.cluster.Cluster` it acts for; nodes are named as in the
-contract (``node1``, ``node2``, ...), and the cloud's resources carry the
-run id as their name's prefix (``<run id>-node2``).
+:class:`RunContext` of the run it acts for (not the cluster: a driver reads
+the run and returns what it made, the cluster keeps it); nodes are named as
+in the contract (``node1``, ``node2``, ...), and the cloud's resources carry
+the run id as their name's prefix (``<run id>-node2``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+from ..contract import Contract
 from ..profile import Profile
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..cluster import Cluster
-
+from ..run import RunDir
 
 #: How a node fails in the availability measurements (profile
 #: ``availability.failure_modes``): a clean shutdown, a hard power-off, and
@@ -52,6 +52,27 @@ class Prepared:
     wheelhouse: Path | None = None
     baseline: Path | None = None
     project: dict | None = None
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a driver is given of the run it acts for, read-only: the run id
+    (``hvd-<who>-<6 chars>``), the loaded profile, the run directory
+    (``runs/<run id>``: ``run.json``, logs, Terraform's folder), the phase
+    timer (``with run.phase("image"):`` adds the seconds to ``run.json``),
+    the contract once deployed, and the artefacts :meth:`CloudDriver.prepare`
+    made earlier (local: the node image's tag and the wheelhouse folder).
+    ``refarch.cluster.Cluster.context`` makes one for each call; a driver
+    hands back what it makes (:class:`Prepared`) instead of writing into
+    the cluster."""
+
+    run_id: str
+    profile: Profile
+    rundir: RunDir
+    phase: Callable[[str], AbstractContextManager]
+    contract: Contract | None = None
+    image_tag: str | None = None
+    wheelhouse: Path | None = None
 
 
 @runtime_checkable
@@ -88,21 +109,21 @@ class CloudDriver(Protocol):
             sweeper, e.g. OpenStack's janitor by age).
         """
 
-    def prepared(self, cluster: Cluster) -> bool:
-        """True when :meth:`prepare` has already run for ``cluster`` (its
-        artefacts are on the cluster, or its baseline in the run directory),
+    def prepared(self, run: RunContext) -> bool:
+        """True when :meth:`prepare` has already run for ``run`` (its
+        artefacts are on the run, or its baseline in the run directory),
         so that ``Cluster.deploy`` skips it."""
 
-    def prepare(self, cluster: Cluster) -> Prepared:
+    def prepare(self, run: RunContext) -> Prepared:
         """Make what must exist before ``terraform apply``, timed as phases
-        of the run (``cluster.phase``): the node image and the wheelhouse
+        of the run (``run.phase``): the node image and the wheelhouse
         (local cloud, both cached across runs; at most the profile's
         ``timeouts_s.image`` and ``timeouts_s.wheel`` seconds), or the
         throwaway project (if the profile asks for one), the quota check and
         the baseline (OpenStack).  Records in the run directory
         (``run.json``, ``baseline.json``) what later stages and an attached
         cluster read there; the caller (``Cluster.prepare``) keeps the
-        returned artefacts on the cluster.
+        returned artefacts on the run.
 
         Returns:
             :class:`Prepared` with the artefacts made.
@@ -116,9 +137,9 @@ class CloudDriver(Protocol):
         """
 
     # Terraform and Ansible ----------------------------------------------------
-    def tf_vars(self, cluster: Cluster, key: Path, known_hosts: Path) -> dict:
+    def tf_vars(self, run: RunContext, key: Path, known_hosts: Path) -> dict:
         """Terraform input variables of the cloud's root module
-        (``descriptors/terraform/<cloud>/variables.tf``) for ``cluster``:
+        (``descriptors/terraform/<cloud>/variables.tf``) for ``run``:
         a JSON-able dict, variable name -> value, with ``run_id``,
         ``node_count``, ``subnet_cidr``, ``ssh_public_key_file``
         (``<key>.pub``), ``ssh_private_key_file`` (``key``),
@@ -130,18 +151,19 @@ class CloudDriver(Protocol):
             RefarchError: the local subnet pool has no free block left.
         """
 
-    def tf_env(self, cluster: Cluster) -> dict:
+    def tf_env(self, run: RunContext) -> dict:
         """Extra environment for Terraform (name -> value; ``OS_CLOUD`` and
         ``OS_CLIENT_CONFIG_FILE`` on OpenStack, nothing on the local cloud)."""
 
-    def ansible_vars(self, cluster: Cluster) -> dict:
+    def ansible_vars(self, run: RunContext) -> dict:
         """The cloud's extra inventory variables for ``site.yml``:
         ``{"horovod_wheelhouse_src": <controller path of the wheelhouse, or
-        "" to build Horovod on the cluster>}``.  The local cloud prepares the
-        cluster first if it has no wheelhouse yet (errors as :meth:`prepare`)."""
+        "" to build Horovod on the cluster>}``, read from the run's prepared
+        artefacts (the cluster prepares first where :meth:`prepared` is
+        False)."""
 
     # Nodes ---------------------------------------------------------------------
-    def stop_node(self, cluster: Cluster, name: str) -> None:
+    def stop_node(self, run: RunContext, name: str) -> None:
         """Power node ``name`` off cleanly and return once it is off (local:
         ``podman stop``, 30 s to shut down, at most 90 s; OpenStack: SHUTOFF
         within 600 s).
@@ -151,12 +173,12 @@ class CloudDriver(Protocol):
             RefarchError: no such server, or not SHUTOFF in time (OpenStack).
         """
 
-    def start_node(self, cluster: Cluster, name: str) -> None:
+    def start_node(self, run: RunContext, name: str) -> None:
         """Power node ``name`` on again (same address, same disk, a fresh
         boot) and return once the cloud says it runs; errors as
         :meth:`stop_node`."""
 
-    def fail_node(self, cluster: Cluster, name: str, mode: str) -> None:
+    def fail_node(self, run: RunContext, name: str, mode: str) -> None:
         """Make node ``name`` fail as ``mode`` says
         (:data:`refarch.clouds.drivers.FAILURE_MODES`): ``stop`` as
         :meth:`stop_node`; ``kill`` as a power cut (the node stops at once
@@ -172,20 +194,47 @@ class CloudDriver(Protocol):
                 state within 600 s (OpenStack).
         """
 
-    def restore_node(self, cluster: Cluster, name: str, mode: str) -> None:
+    def restore_node(self, run: RunContext, name: str, mode: str) -> None:
         """Undo :meth:`fail_node` with the same ``mode``: start the node
         again (``stop``, ``kill``: a fresh boot) or reconnect it
         (``partition``: its connections go on).  Restoring a partition that
         is not in effect does nothing.  Errors as :meth:`fail_node`, without
         the ValueError."""
 
-    def node_state(self, cluster: Cluster, name: str) -> str:
+    def node_state(self, run: RunContext, name: str) -> str:
         """Node ``name``'s power as the cloud reports it: "running",
         "stopped", "missing" (no such node) or the cloud's own state name in
         lower case (podman's, Nova's). Raises nothing for an unknown node."""
 
+    # Diagnosis and surveys -----------------------------------------------------
+    #: True where the cloud's nodes run on this machine (the local cloud):
+    #: what the side-by-side comparison needs, as it fits both clusters
+    #: into this machine's memory (``refarch compare``).
+    on_this_machine: bool
+
+    def node_console(self, run: RunContext, name: str) -> list[str] | None:
+        """The command prefix that runs a command inside node ``name``
+        without SSH or the cluster's network (local: ``podman exec <run
+        id>-<name>``), so that an unreachable node's logs can still be read
+        (``refarch.pytest.nodelogs``); None where the cloud has none
+        (OpenStack). Raises nothing."""
+
+    def survey_exposure(self, run: RunContext) -> dict:
+        """Scan every node from an admin probe and an outside probe
+        (``refarch.clouds.exposure``) and return {probe kind: ScanResult}
+        (``admin``, ``outside``), each also carrying the packets the run's
+        network policy dropped and those that reached each node; the probes
+        are removed whatever happens.
+
+        Raises:
+            NotSupported: the cloud has no exposure probes (OpenStack).
+            RefarchError: the cluster lacks what the survey needs (its probe
+                subnet or network policy table): a defect of its deployment.
+            CommandError, PhaseTimeout: a probe could not be made or run.
+        """
+
     # Teardown ------------------------------------------------------------------
-    def sweep(self, cluster: Cluster, log: Path) -> dict:
+    def sweep(self, run: RunContext, log: Path) -> dict:
         """After ``terraform destroy``: delete every resource of the run
         found by its run id (name prefix or label), appending what was done
         to ``log``.
@@ -200,13 +249,13 @@ class CloudDriver(Protocol):
                 long (local; OpenStack reports failed deletes in ``log``).
         """
 
-    def leaks(self, cluster: Cluster) -> dict:
+    def leaks(self, run: RunContext) -> dict:
         """What is still left of the run after the sweep: {kind: [name,
         ...]}, empty when nothing leaked (local: the run's podman resources,
         nftables tables, bridge and rules of its subnet; OpenStack: every
         resource new since the baseline, as "name (id)")."""
 
-    def finish(self, cluster: Cluster) -> None:
+    def finish(self, run: RunContext) -> None:
         """The end of a run that left nothing: release what outlives its
         resources (the local subnet reservation, the OpenStack throwaway
         project and its credential)."""

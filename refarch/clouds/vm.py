@@ -38,11 +38,11 @@ import yaml
 
 from .. import proc
 from ..errors import PreflightError, RefarchError
+from ..owner import Owner, delegated
 from ..paths import TERRAFORM_DIR, write_private
 from ..run import RunDir, new_run_id, orphaned_runs
 from ..tools.terraform import Terraform
 from . import local as localcloud
-from .owner import Owner, delegated
 from .vmimage import VMImage, accelerator, ensure_image
 
 #: Where VM runs take their /24 from (apart from the local cloud's pool).

@@ -2,7 +2,7 @@
 
 Each figure (images/sec per world size, efficiency, bus bandwidth, ...) is
 measured n times on the baseline's cluster and n times on the candidate's,
-interleaved on one machine (refarch.judge.compare).  What compares them is the
+interleaved on one machine (refarch.cli.compare).  What compares them is the
 ratio candidate/baseline of the two medians, with a 95 % percentile
 bootstrap interval (``scipy.stats.bootstrap``, both samples resampled
 independently).  A bootstrap rather than a rank test because the verdict

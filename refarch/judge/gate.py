@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -177,16 +178,19 @@ def _machine_text(record: dict) -> str:
 
 def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATION_DIR,
              tree: ver.TreeHash | None = None, declared: str | None = None,
-             judge: str | None = None, environments: bool = True, release: bool = True) -> GateResult:
+             judge: str | None = None, environments: Callable[[str, Path], list[str]] | None = None,
+             release: bool = True) -> GateResult:
     """Judge ``version`` against ``criteria`` with the records under ``root``.
 
     ``tree`` is the descriptor tree the release would ship (default: the
     one on disk); ``declared`` the version ``descriptors/VERSION`` names
     (default: read it); ``judge`` the hash of what judges in this tree
-    (default: :func:`refarch.version.judge_hash`).  With ``environments``,
-    every CI environment of both tiers must have passed on this tree's exact
-    key (:func:`refarch.ci.release.problems`, ``environments.json`` beside
-    the records).  Every record's
+    (default: :func:`refarch.version.judge_hash`).  ``environments``, when
+    given, is called with ``version`` and ``root`` and returns the problems
+    of the suite's CI: the CLI passes one by which every CI environment of
+    both tiers must have passed on this tree's exact key
+    (:func:`refarch.ci.release.problems`, ``environments.json`` beside the
+    records); the gate itself knows nothing of the CI.  Every record's
     properties are judged again against its profile in this tree
     (:func:`rejudge`).  Figures are compared with the previous version's
     record only when both come from the same machine; otherwise the gate
@@ -206,11 +210,8 @@ def evaluate(version: str, criteria: ReleaseCriteria, root: Path = rec.VALIDATIO
         result.problems.append(f"descriptors/VERSION says {declared}, not {version}: bump it (and the CHANGELOG) "
                                "before validating and tagging")
     judge = judge if judge is not None else ver.judge_hash()
-    if environments:
-        from ..ci import environments as ci_environments
-        from ..ci import release as ci_release
-
-        result.problems += ci_release.problems(version, ci_environments.definitions(), root)
+    if environments is not None:
+        result.problems += environments(version, root)
     found = rec.load_records(version, root)
     comparison = load_comparison(version, root)
     for name, rule in criteria.records.items():

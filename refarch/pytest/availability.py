@@ -83,7 +83,7 @@ def failure_missing(cluster, hosts, name: str, mode: str) -> str:
     ``kill``) or running (``partition``: the node runs on, cut off).
     Otherwise what says it is not, e.g. "still answers SSH from node1 (cloud
     state running)"."""
-    state = cluster.driver.node_state(cluster, name)
+    state = cluster.driver.node_state(cluster.context, name)
     answers, peer = _answers_ssh(cluster, hosts, name)
     if answers:
         return f"still answers SSH from {peer} (cloud state {state})"
@@ -135,19 +135,19 @@ def restart_run(cluster, hosts, profile, results, run_state) -> dict:
     name, a = names[-1], profile.availability
     mount = cluster.contract.shared_storage["mount_point"]
     with timed(results, "availability"):
-        cluster.driver.stop_node(cluster, name)
+        cluster.driver.stop_node(cluster.context, name)
         try:
             down_s = prove_down(cluster, hosts, name)
         except BaseException:
-            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            cluster.driver.start_node(cluster.context, name)  # never leave a node down for the next checks
             raise
         start = time.monotonic()
         try:
-            cluster.driver.start_node(cluster, name)
+            cluster.driver.start_node(cluster.context, name)
             wait_until(f"{name} healthy after its restart (SSH, {mount} usable, chrony synchronised)",
                        lambda: node_healthy(cluster, name, mount), a.restart_timeout_s)
         except BaseException:
-            cluster.driver.start_node(cluster, name)  # never leave a node down for the next checks
+            cluster.driver.start_node(cluster.context, name)  # never leave a node down for the next checks
             raise
         healthy_s = time.monotonic() - start
         run_state.reachability.pop(name, None)

@@ -204,7 +204,7 @@ class ElasticJob:
         self.t_stop = node_clock(self.node1)
         self.events.append(("failed", self.t_stop))
         self.failed = True
-        self.cluster.driver.fail_node(self.cluster, self.victim, self.mode)
+        self.cluster.driver.fail_node(self.cluster.context, self.victim, self.mode)
         self.down_s = prove_down(self.cluster, self.hosts, self.victim, mode=self.mode)
         self.events.append(("failure proven", node_clock(self.node1)))
 
@@ -219,10 +219,10 @@ class ElasticJob:
     def restore_victim(self) -> None:
         """Restore the victim and wait until it is healthy."""
         self.events.append(("restored", node_clock(self.node1)))
-        self.cluster.driver.restore_node(self.cluster, self.victim, self.mode)
+        self.cluster.driver.restore_node(self.cluster.context, self.victim, self.mode)
         self.failed = False
         wait_until(f"{self.victim} healthy after it was restored",
-                   lambda: node_healthy(self.cluster, self.victim, self.mount), self.settings.restart_timeout_s)
+                   lambda: node_healthy(self.cluster.context, self.victim, self.mount), self.settings.restart_timeout_s)
         self.t_back = node_clock(self.node1)
         self.events.append(("healthy", self.t_back))
 
@@ -246,7 +246,7 @@ class ElasticJob:
         leftovers killed, every node listed again, its output kept."""
         user, until = self.user, self.until
         if self.failed:  # never leave a node down or cut off for the next checks
-            self.cluster.driver.restore_node(self.cluster, self.victim, self.mode)
+            self.cluster.driver.restore_node(self.cluster.context, self.victim, self.mode)
         if self.job is not None and self.job.is_alive():
             # The launcher and its workers all carry this job's until-file on
             # their command line: asked to stop, then killed.  (A launcher

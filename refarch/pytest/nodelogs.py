@@ -80,18 +80,19 @@ def _over_ssh(config: Path, node: str, timeout_s: int) -> str:
     return (r.stdout or "") + (r.stderr or "")
 
 
-def _out_of_band(container: str, timeout_s: int) -> str:
-    r = proc.run(["podman", "exec", container, "sh", "-c", script(timeout_s)],
+def _out_of_band(console: list[str], timeout_s: int) -> str:
+    r = proc.run([*console, "sh", "-c", script(timeout_s)],
                  timeout_s=timeout_s * len(COMMANDS) + 30, check=False)
     return (r.stdout or "") + (r.stderr or "")
 
 
 def collect(rundir: Path, nodes: list[str], unreachable: dict[str, str] | None = None,
-            container_of=None, timeout_s: int = 20) -> dict[str, list[str]]:
+            console_of=None, timeout_s: int = 20) -> dict[str, list[str]]:
     """Copy every node's logs (:data:`COMMANDS`) under ``rundir/nodes/``.
 
     ``unreachable`` maps node -> why SSH fails (those go out of band when
-    ``container_of(node)`` names a local container, else only the reason is
+    ``console_of(node)`` gives a command prefix that runs inside the node,
+    such as the local cloud's ``podman exec``, else only the reason is
     written).  Returns {node: [files written]}; never raises for a node that
     fails (its file says what went wrong).
     """
@@ -105,11 +106,12 @@ def collect(rundir: Path, nodes: list[str], unreachable: dict[str, str] | None =
         if why:
             (out / "UNREACHABLE.txt").write_text(why + "\n", encoding="utf-8")
             files.append("UNREACHABLE.txt")
-            if container_of is None:
+            console = console_of(node) if console_of else None
+            if console is None:
                 written[node] = files
                 continue
         try:
-            text = _out_of_band(container_of(node), timeout_s) if why else _over_ssh(config, node, timeout_s)
+            text = _out_of_band(console, timeout_s) if why else _over_ssh(config, node, timeout_s)
         except Exception as exc:  # noqa: BLE001 - a log we cannot read must not hide the failure
             text = f"not collected: {exc}"
         sections = split(text)
@@ -137,9 +139,8 @@ def collect_node_logs(config, state: RunState) -> None:
         state.reachability.clear()  # judge reachability now, not as it was during the checks
         names = cluster.contract.node_names
         down = {n: w for n in names if (w := probe_ssh(cluster, state, n))}
-        local = state.profile.cloud == "local"
         written = collect(cluster.rundir.path, names, down,
-                                   container_of=(lambda n: f"{cluster.run_id}-{n}") if local else None)
+                          console_of=lambda n: cluster.driver.node_console(cluster.context, n))
         state.results.node_logs = {"dir": str(cluster.rundir.node_logs_dir()), "nodes": written}
         say(config, f"refarch: node logs of the failed run in {cluster.rundir.node_logs_dir()}/")
     except Exception as exc:  # noqa: BLE001 - diagnosis must not break teardown

@@ -205,7 +205,7 @@ def render_trend(runs: Path, out: Path | None = None, records: Path | None = Non
 
 
 def comparison_svg(comparison: dict, element_id: str = "comparison-plot") -> str:
-    """Both sides' figures of a comparison (refarch.judge.compare), one panel
+    """Both sides' figures of a comparison (refarch.cli.compare), one panel
     per figure: every repetition as a point, each side's median as a bar,
     as inline SVG (``<svg id=element_id>``); empty without figures."""
     # A missing or untolerated figure has no sides to draw (its row says why).

@@ -19,12 +19,13 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import lifecycle, proc, progress
-from ..clouds.owner import OWNER_ENV
 from ..errors import CommandError, PhaseTimeout, RefarchError
+from ..owner import OWNER_ENV
 from ..paths import ANSIBLE_DIR, runs_dir
 from . import rolecache
 
@@ -195,9 +196,14 @@ def write_junit(outcomes: list[Outcome], path: Path) -> Path:
     return path
 
 
-def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
+def run_scenarios(names: list[str] | None = None,
+                  vm_preflight: Callable[[], None] | None = None) -> tuple[list[Outcome], Path]:
     """Run the named scenarios (default: all), one after another; returns
     their outcomes and the folder with the logs, results.json and junit.xml.
+    ``vm_preflight`` checks the host for the VM platform (the CLI's calls
+    :func:`refarch.clouds.vm.preflight`: the clouds drive the tools, not
+    the other way): called once, before anything runs, when a VM scenario
+    is among ``names``.
 
     Raises:
         RefarchError: an unknown scenario name (before anything runs), or
@@ -211,10 +217,8 @@ def run_scenarios(names: list[str] | None = None) -> tuple[list[Outcome], Path]:
     if unknown:
         raise RefarchError(f"unknown scenario {', '.join(unknown)}: the scenarios are {', '.join(known)}")
     molecule()
-    if any(platform(n) == "vm" for n in names):
-        from ..clouds import vm
-
-        vm.preflight()  # QEMU, mkfs.ext4, cloud-localds, /dev/net/tun: one line before anything is made
+    if vm_preflight is not None and any(platform(n) == "vm" for n in names):
+        vm_preflight()  # QEMU, mkfs.ext4, cloud-localds, /dev/net/tun: one line before anything is made
     out = runs_dir() / time.strftime("roles-%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     outcomes = []

@@ -8,8 +8,8 @@ of ``ci/host-commands.tsv``), the suite's locked Python dependencies
 ``ci/toolset/checkov.txt``), the Ansible collections the descriptors use (the
 full ``ansible`` package bundles them), the host's checked ``terraform`` and
 this checkout installed editable under ``/opt/refarch/src``.  The base is the
-bare Debian root of :func:`refarch.clouds.image.ensure_fresh_image` (debootstrap,
-as the node image); ``ci/toolset/Containerfile`` adds the rest with
+bare Debian root of :func:`refarch.tools.debootstrap.ensure_fresh_image`
+(debootstrap, as the node image); ``ci/toolset/Containerfile`` adds the rest with
 ``podman build``, pip installing offline from wheels downloaded on the host
 (``<cache>/toolset/wheels/<key>``), so no registry is needed.
 
@@ -44,10 +44,10 @@ import tempfile
 from pathlib import Path
 
 from .. import proc, version
-from ..clouds.image import FRESH_REPO, IMAGE_FORMAT, ensure_fresh_image
 from ..errors import RefarchError
 from ..paths import ROOT, cache_dir, cache_lock
 from . import hostcmds, providers
+from .debootstrap import FRESH_REPO, IMAGE_FORMAT, ensure_fresh_image
 
 TOOLSET_REPO = "localhost/refarch-toolset"
 #: Bump when the way the image is assembled changes (part of the tag).
@@ -192,7 +192,8 @@ def _dependency_pins(pyproject: str) -> dict:
 
 
 def _base_tag(versions_yml: str) -> str:
-    """The bare Debian image's tag (as :func:`refarch.clouds.image.ensure_fresh_image` names it)."""
+    """The bare Debian image's tag (as
+    :func:`refarch.tools.debootstrap.ensure_fresh_image` names it)."""
     suite = re.search(r"^debian_suite:\s*(\S+)", versions_yml, flags=re.M)
     return f"{FRESH_REPO}:{suite.group(1) if suite else 'bookworm'}-{IMAGE_FORMAT}"
 

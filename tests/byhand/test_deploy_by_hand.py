@@ -26,7 +26,7 @@ import pytest
 from refarch import proc
 from refarch.clouds import image, wheelhouse
 from refarch.clouds import local as localcloud
-from refarch.clouds.owner import Owner
+from refarch.owner import Owner
 from refarch.paths import ROOT, cache_dir
 from refarch.profile import load_profile
 from refarch.run import new_run_id

@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from refarch import proc
-from refarch.clouds import image
 from refarch.paths import runs_dir
 from refarch.pytest.tools import needs_tool
-from refarch.tools import hostcmds
+from refarch.tools import debootstrap, hostcmds
 from tests.lifecycle.suite import checkout_copy
 
 pytestmark = [needs_tool("podman", "podman (ci/bootstrap.sh installs it)"),
@@ -85,7 +84,7 @@ FRESH_LIMIT_S = 3000
 
 @pytest.mark.timeout(FRESH_LIMIT_S + 300)
 def test_bootstrap_on_a_fresh_machine_provides_every_host_command_and_runs_the_cluster_free_stages(tmp_path):
-    tag = image.ensure_fresh_image(tmp_path / "image.log")
+    tag = debootstrap.ensure_fresh_image(tmp_path / "image.log")
     copy = checkout_copy(tmp_path / "checkout")
     terraform = shutil.which("terraform")
     ca = ["-v", f"{EXTRA_CA_DIR}:{EXTRA_CA_DIR}:ro", "-e", f"PIP_CERT={CA_BUNDLE}", "-e", f"SSL_CERT_FILE={CA_BUNDLE}",

@@ -125,18 +125,18 @@ def test_the_node_operations_meet_novas_state_transitions(aio):
     cluster = Cluster.create(PROFILE)
     try:
         cluster.deploy()
-        driver = cluster.driver
-        driver.stop_node(cluster, "node2")
-        assert driver.node_state(cluster, "node2") == "stopped"
-        driver.stop_node(cluster, "node2")  # Nova answers 409: already stopped is done
-        driver.start_node(cluster, "node2")
-        assert driver.node_state(cluster, "node2") == "running"
-        driver.fail_node(cluster, "node2", "kill")  # paused: a power cut
+        driver, run = cluster.driver, cluster.context
+        driver.stop_node(run, "node2")
+        assert driver.node_state(run, "node2") == "stopped"
+        driver.stop_node(run, "node2")  # Nova answers 409: already stopped is done
+        driver.start_node(run, "node2")
+        assert driver.node_state(run, "node2") == "running"
+        driver.fail_node(run, "node2", "kill")  # paused: a power cut
         assert _conn().compute.find_server(f"{cluster.run_id}-node2").status == "PAUSED"
-        driver.restore_node(cluster, "node2", "kill")
-        assert driver.node_state(cluster, "node2") == "running"
-        driver.fail_node(cluster, "node2", "partition")
-        driver.restore_node(cluster, "node2", "partition")
+        driver.restore_node(run, "node2", "kill")
+        assert driver.node_state(run, "node2") == "running"
+        driver.fail_node(run, "node2", "partition")
+        driver.restore_node(run, "node2", "partition")
     finally:
         report = cluster.destroy()
     assert report["leaks"] == {}

@@ -144,7 +144,7 @@ class _Host:
 def _cluster(states):
     nodes = {"node1": "10.0.0.10", "node2": "10.0.0.11"}
     contract = SimpleNamespace(node_names=list(nodes), node=lambda n: SimpleNamespace(address=nodes[n]))
-    return SimpleNamespace(driver=_Driver(states), contract=contract)
+    return SimpleNamespace(driver=_Driver(states), contract=contract, context=None)
 
 
 def test_a_node_is_down_when_the_cloud_says_stopped_and_a_peer_gets_no_answer():
@@ -190,7 +190,7 @@ def _failure_cluster(state, answers):
     contract = SimpleNamespace(node_names=["node1", "node2"],
                                node=lambda name: SimpleNamespace(address="10.0.0.11"))
     hosts = {"node1": SimpleNamespace(run=lambda cmd: SimpleNamespace(rc=0 if answers else 1))}
-    return SimpleNamespace(contract=contract, driver=_StateDriver(state)), hosts
+    return SimpleNamespace(contract=contract, driver=_StateDriver(state), context=None), hosts
 
 
 @pytest.mark.parametrize("mode, state, answers, missing", [

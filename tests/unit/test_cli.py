@@ -105,7 +105,7 @@ def test_list_has_a_header_start_outcome_and_overrides(tmp_path, monkeypatch, ca
 
 
 def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_path, monkeypatch):
-    from refarch.clouds.owner import Owner
+    from refarch.owner import Owner
 
     monkeypatch.setenv("REFARCH_RUNS_DIR", str(tmp_path))
     alive = Owner.current(tmp_path).labels()
@@ -120,3 +120,23 @@ def test_unfinished_runs_are_those_deployed_never_destroyed_and_orphaned(tmp_pat
         if deployed:
             (tmp_path / run_id / "terraform").mkdir()
     assert cli.runs.unfinished_runs() == ["hvd-t-cancel"]
+
+
+def test_each_command_module_adds_its_own_commands():
+    """The parser is built by the command modules: every command a module
+    adds is handled by a function of that module (one module per command
+    group, as Molecule's)."""
+
+    import argparse
+
+    from refarch.cli import builds, release, runs
+
+    for module in (runs, builds, release):
+        sub = argparse.ArgumentParser().add_subparsers()
+        module.add_parsers(sub)
+        assert sub.choices, module.__name__
+        for name, parser in sub.choices.items():
+            func = parser.get_default("func")
+            handlers = [func] if func else [
+                p.get_default("func") for p in parser._subparsers._group_actions[0].choices.values()]
+            assert all(h.__module__ == module.__name__ for h in handlers), (module.__name__, name)

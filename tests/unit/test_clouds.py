@@ -3,6 +3,7 @@ prepare returns what it made, Terraform inputs match each root module's
 variables, and the OpenStack driver's prepare/sweep/leak check run against
 openstacksdk fakes."""
 
+import contextlib
 import inspect
 import json
 from pathlib import Path
@@ -15,9 +16,9 @@ from openstack.compute.v2 import server as server_mod
 from refarch.clouds import drivers as clouds
 from refarch.clouds import local as localcloud
 from refarch.clouds import openstack as ostk
-from refarch.clouds.protocol import CloudDriver, Prepared
+from refarch.clouds.protocol import CloudDriver, Prepared, RunContext
 from refarch.cluster import Cluster
-from refarch.errors import PreflightError
+from refarch.errors import NotSupported, PreflightError, RefarchError
 from refarch.profile import load_profile
 from refarch.run import RunDir
 from tests.unit.test_contract_modules import blocks
@@ -30,11 +31,10 @@ def rundir(tmp_path, monkeypatch):
     return RunDir.create("hvd-ci-abc123")
 
 
-def fake_cluster(profile_name, rundir):
-    cluster = SimpleNamespace(profile=load_profile(profile_name), rundir=rundir, run_id=rundir.run_id,
-                              image_tag="localhost/refarch-node:x", wheelhouse=None)
-    cluster.phase = lambda name: __import__("contextlib").nullcontext()
-    return cluster
+def fake_cluster(profile_name, rundir, image_tag="localhost/refarch-node:x"):
+    """The run context a driver is given (nothing of the Cluster else)."""
+    return RunContext(rundir.run_id, load_profile(profile_name), rundir,
+                      phase=lambda name: contextlib.nullcontext(), image_tag=image_tag)
 
 
 @pytest.mark.parametrize("module, driver", [("local", clouds.LocalCloud), ("openstack", clouds.OpenStackCloud)])
@@ -55,7 +55,8 @@ def protocol_members() -> list[str]:
 
 def test_the_protocol_declares_what_the_callers_call():
     assert {"preflight", "sweep_stale", "prepared", "prepare", "tf_vars", "tf_env", "ansible_vars", "stop_node",
-            "start_node", "fail_node", "restore_node", "node_state", "sweep", "leaks", "finish"} == set(
+            "start_node", "fail_node", "restore_node", "node_state", "node_console", "survey_exposure", "sweep",
+            "leaks", "finish"} == set(
                 protocol_members())
     for name in protocol_members():
         assert inspect.getdoc(getattr(CloudDriver, name)), f"CloudDriver.{name} has no docstring"
@@ -99,9 +100,7 @@ def fake_builds(monkeypatch, tmp_path):
 
 def test_the_local_prepare_returns_the_image_and_wheelhouse_and_records_them(rundir, monkeypatch, tmp_path):
     calls = fake_builds(monkeypatch, tmp_path)
-    cluster = fake_cluster("local", rundir)
-    cluster.image_tag = None
-    cluster.ca_files = lambda: []
+    cluster = fake_cluster("local", rundir, image_tag=None)
     made = clouds.LocalCloud().prepare(cluster)
     wheels = tmp_path / "cache" / "wheelhouse" / "k"
     assert made == Prepared(image_tag="localhost/refarch-node:0123456789ab", wheelhouse=wheels)
@@ -120,13 +119,21 @@ def test_the_cluster_keeps_what_prepare_made(rundir, monkeypatch, tmp_path):
     assert not cluster.prepared
     made = cluster.prepare()
     assert (cluster.image_tag, cluster.wheelhouse) == (made.image_tag, made.wheelhouse) and cluster.prepared
-    assert cluster.driver.ansible_vars(cluster) == {"horovod_wheelhouse_src": str(made.wheelhouse)}
+    assert cluster.driver.ansible_vars(cluster.context) == {"horovod_wheelhouse_src": str(made.wheelhouse)}
     attached = Cluster.attach(rundir.run_id)
     assert (attached.image_tag, attached.wheelhouse) == (made.image_tag, made.wheelhouse)
     assert set(cluster.phases()) == {"image", "wheel"}
-    unprepared = Cluster(load_profile("local"), rundir)  # the inventory prepares it first
-    assert unprepared.driver.ansible_vars(unprepared) == {"horovod_wheelhouse_src": str(made.wheelhouse)}
-    assert unprepared.image_tag == made.image_tag
+    unprepared = Cluster(load_profile("local"), rundir)  # the inventory prepares it first; the driver never does
+    with pytest.raises(RefarchError, match="has no wheelhouse: prepare it first"):
+        unprepared.driver.ansible_vars(unprepared.context)
+    assert unprepared.image_tag is None
+
+
+def test_a_driver_cannot_write_into_the_run_it_is_given(rundir):
+    run = fake_cluster("local", rundir)
+    with pytest.raises(AttributeError):
+        run.wheelhouse = Path("/elsewhere")
+    assert not hasattr(run, "prepare") and not hasattr(run, "driver")
 
 
 def openstack_driver(monkeypatch, conn):
@@ -219,3 +226,19 @@ def test_a_loaded_profile_is_neither_read_nor_preflighted_again(monkeypatch, tmp
     assert Cluster.attach("hvd-test-once", loaded=profile).profile is profile and calls == []
     Cluster.attach("hvd-test-once")
     assert calls == [("load", ("local", {}))]
+
+
+def test_what_differs_between_clouds_is_asked_of_the_driver(rundir):
+    """The cloud-specific branches live in the drivers: a console into a
+    node without SSH, the exposure survey, and whether the nodes run on this
+    machine (the side-by-side comparison)."""
+    cluster = SimpleNamespace(run_id="hvd-x-abc123", rundir=rundir,
+                              contract=SimpleNamespace(network_policy={"table": "refarch_x"}, nodes=[]))
+    local, openstack = clouds.LocalCloud(), clouds.OpenStackCloud()
+    assert local.node_console(cluster, "node2") == ["podman", "exec", "hvd-x-abc123-node2"]
+    assert openstack.node_console(cluster, "node2") is None
+    assert clouds.DRIVERS["local"].on_this_machine and not clouds.DRIVERS["openstack"].on_this_machine
+    with pytest.raises(NotSupported, match="local cloud, not openstack"):
+        openstack.survey_exposure(cluster)
+    with pytest.raises(RefarchError, match=r"run hvd-x-abc123 has no a probe subnet \(run.json\): the exposure"):
+        local.survey_exposure(cluster)

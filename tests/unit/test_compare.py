@@ -1,4 +1,4 @@
-"""Side-by-side comparison (refarch.judge.comparison, refarch.judge.compare) offline:
+"""Side-by-side comparison (refarch.judge.comparison, refarch.cli.compare) offline:
 the statistics on figures measured on this machine, bad input refused
 before anything is deployed, the repetitions interleaved, and both
 clusters torn down on failure with no verdict written."""
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from refarch import version
+from refarch.cli import compare
 from refarch.errors import RefarchError
-from refarch.judge import compare, comparison
+from refarch.judge import comparison
 from refarch.judge import criteria as release_criteria
 
 #: images/sec at np=2 (median of the steps) of seven runs of the same tree

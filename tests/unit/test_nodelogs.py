@@ -21,3 +21,13 @@ def test_an_unreachable_node_without_console_gets_the_reason(tmp_path):
     written = nodelogs.collect(tmp_path, ["node2"], {"node2": "node2 (10.213.0.11:22): connection refused"})
     assert written == {"node2": ["UNREACHABLE.txt"]}
     assert (tmp_path / "nodes" / "node2" / "UNREACHABLE.txt").read_text().startswith("node2 (10.213.0.11:22)")
+
+
+def test_an_unreachable_node_is_read_through_the_drivers_console(tmp_path, monkeypatch):
+    """The driver's console prefix (the local cloud's ``podman exec``) runs
+    the script inside the node; here a plain shell stands in for it."""
+    monkeypatch.setattr(nodelogs, "COMMANDS", {"one": "echo inside"})
+    written = nodelogs.collect(tmp_path, ["node2"], {"node2": "connection refused"},
+                               console_of=lambda node: ["env"])
+    assert written["node2"][0] == "UNREACHABLE.txt" and len(written["node2"]) == 2
+    assert "inside" in (tmp_path / "nodes" / "node2" / written["node2"][1]).read_text()

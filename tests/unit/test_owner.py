@@ -7,9 +7,9 @@ import socket
 import subprocess
 import sys
 
+from refarch import owner
 from refarch.clouds import local as localcloud
-from refarch.clouds import owner
-from refarch.clouds.owner import Owner, stale_verdict
+from refarch.owner import Owner, stale_verdict
 
 
 def _labels(tmp_path, **change):

@@ -46,7 +46,7 @@ def run(name: str, tree: version.TreeHash = TREE, ver: str = "0.2.0", overrides=
 
 
 def evaluate(root, criteria=CRITERIA, ver="0.2.0", tree=TREE, declared="0.2.0", judge=JUDGE):
-    return gate.evaluate(ver, criteria, root, tree=tree, declared=declared, judge=judge, environments=False)
+    return gate.evaluate(ver, criteria, root, tree=tree, declared=declared, judge=judge)
 
 
 def records_for(root: Path, ver: str = "0.2.0", tree=TREE, main=None, machine=None) -> Path:
@@ -297,8 +297,7 @@ def test_figures_of_another_machine_are_not_regressions_but_a_release_needs_a_co
     assert any("local: figures of 0.1.0 (AMD EPYC, 2 cores, 24 GiB, kernel 6.18.44) and 0.2.0 (Intel Xeon, 2 "
                "cores, 24 GiB, kernel 6.1.0) come from different machines" in p and
                "no side-by-side comparison with 0.1.0" in p for p in result.problems), result.problems
-    preview = gate.evaluate("0.2.0", CRITERIA, root, tree=TREE, declared="0.2.0", judge=JUDGE, environments=False,
-                            release=False)
+    preview = gate.evaluate("0.2.0", CRITERIA, root, tree=TREE, declared="0.2.0", judge=JUDGE, release=False)
     assert preview.passed and any("no side-by-side comparison" in w for w in preview.warnings)
     compare_json(root, SAME)
     assert evaluate(root).passed
@@ -418,7 +417,7 @@ def test_the_same_descriptors_measured_on_another_machine_pass_against_the_commi
     availability = records.figures(run("availability-local"))["run_time_s"]
     assert figures["busbw_Bps"] == 0.55e9 and figures["run_time_s"] == pytest.approx(312.0 + availability)
     result = gate.evaluate("0.2.0", release_criteria.load_criteria(), tmp_path, tree=TREE, declared="0.2.0", judge=JUDGE,
-                           environments=False, release=False)
+                           release=False)
     assert result.passed and result.regressions == [], result.problems
     assert any("come from different machines" in w and "no side-by-side comparison with 0.1.0" in w
                for w in result.warnings), result.warnings

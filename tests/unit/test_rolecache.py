@@ -104,9 +104,9 @@ def test_the_package_lists_the_modules_a_process_loaded_when_it_exits(tmp_path):
     listed = tmp_path / "loaded"
     env = {**os.environ, rolecache.LOADED_ENV: str(listed), "PYTHONPATH": str(ROOT)}
     for _ in range(2):
-        subprocess.run([sys.executable, "-c", "import refarch.errors, refarch.clouds.owner"], env=env, check=True,
+        subprocess.run([sys.executable, "-c", "import refarch.errors, refarch.clouds.protocol"], env=env, check=True,
                        cwd=tmp_path)
-    assert {"errors", "clouds", "clouds.owner", "__init__", "__main__"} <= rolecache.loaded_modules(listed)
+    assert {"errors", "clouds", "clouds.protocol", "__init__", "__main__"} <= rolecache.loaded_modules(listed)
     assert listed.read_text().count("errors\n") == 2  # appended, not overwritten
 
 

@@ -21,7 +21,8 @@ def test_every_role_has_a_scenario_in_site_order():
     assert roles.scenarios()[:2] == ["common", "ca_certificates"] and roles.scenarios()[-2] == "horovod"
 
 
-def test_a_vm_scenario_without_qemu_is_one_line_before_anything_runs(tmp_path, monkeypatch):
+def test_a_vm_scenario_without_qemu_is_one_line_before_anything_runs(tmp_path, monkeypatch, capsys):
+    from refarch import cli
     from refarch.clouds import vm
     from refarch.errors import PreflightError
 
@@ -29,7 +30,10 @@ def test_a_vm_scenario_without_qemu_is_one_line_before_anything_runs(tmp_path, m
     monkeypatch.setattr(roles, "molecule", lambda: "molecule")
     monkeypatch.setattr(vm.shutil, "which", lambda cmd: None if cmd == "qemu-system-x86_64" else f"/usr/bin/{cmd}")
     with pytest.raises(PreflightError, match=r"^the VM platform needs qemu-system-x86_64 \(ci/bootstrap.sh vm"):
-        roles.run_scenarios(["nfs"])
+        roles.run_scenarios(["nfs"], vm_preflight=vm.preflight)
+    # `refarch roles -s nfs` passes the VM platform's preflight to the runner.
+    assert cli.main(["roles", "-s", "nfs"]) == 2
+    assert "refarch: error: the VM platform needs qemu-system-x86_64" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
 
 

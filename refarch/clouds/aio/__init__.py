@@ -13,7 +13,7 @@ databases migrated at build time; about 6 min cold on 2 cores) and tagged
 with a hash of this folder's files and the Debian suite, so a warm machine
 builds nothing.  Each start is a run of its own (run id ``aio-...``): the
 container and its podman network carry the run id and owner labels of the
-local cloud (:mod:`refarch.clouds.owner`), its subnet is reserved
+local cloud (:mod:`refarch.owner`), its subnet is reserved
 machine-wide, and :func:`stop` (or ``refarch sweep --stale`` once the owner
 is gone) removes exactly those.  The APIs listen on the container's own
 address on that network; nothing listens on the host.
@@ -33,12 +33,12 @@ import yaml
 
 from ... import proc
 from ...errors import RefarchError
+from ...owner import LABEL_RUN_ID, Owner
 from ...paths import cache_dir, cache_lock, load_versions, write_private
 from ...profile import Profile
 from ...run import RunDir, new_run_id
+from ...tools.debootstrap import image_exists
 from .. import local as localcloud
-from ..image import image_exists
-from ..owner import LABEL_RUN_ID, Owner
 
 HERE = Path(__file__).resolve().parent
 IMAGE_REPO = "localhost/refarch-openstack-aio"

@@ -41,12 +41,13 @@ from pathlib import Path
 
 from .. import childrun
 from .. import version as ver
+from ..clouds.drivers import DRIVERS
 from ..errors import RefarchError
+from ..judge import comparison, records
 from ..lifecycle import guarded
 from ..paths import DESCRIPTORS, ROOT, runs_dir
 from ..profile import load_profile
 from ..report import html as report
-from . import comparison, records
 
 #: The tests one repetition runs: the scaling table (images/sec at every
 #: world size), the efficiency property, the bus bandwidth property, and
@@ -166,7 +167,7 @@ def preflight(baseline: str, candidate: str, repetitions: int, profile: str, ove
     base = resolve(baseline, root)
     cand = None if candidate == WORKTREE else resolve(candidate, root)
     prof = load_profile(profile, overrides)
-    if prof.cloud != "local":
+    if not DRIVERS[prof.cloud].on_this_machine:
         raise RefarchError(f"compare: profile {profile} is on cloud {prof.cloud}; side-by-side comparison deploys "
                            "both clusters on this machine's local cloud")
     one = prof.nodes.count * prof.nodes.flavor.memory_mb * 2 ** 20
@@ -280,7 +281,7 @@ def run(baseline: str, candidate: str = WORKTREE, repetitions: int = 5, profile:
             does not deploy, or a failed measurement (both clusters are
             torn down either way).
     """
-    from .criteria import load_criteria
+    from ..judge.criteria import load_criteria
 
     overrides = overrides or {}
     base_commit, cand_commit, arrangement = preflight(baseline, candidate, repetitions, profile, overrides)
