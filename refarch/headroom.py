@@ -35,16 +35,24 @@ class Headroom(BaseModel):
     NCCL's shared memory need it).  ``source`` says where the figures come
     from."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     min_nofile: int = Field(1024, ge=1)
+    """Minimum soft open-file limit (ulimit -Sn) the training user gets in a login over SSH on every node."""
     min_nproc: int = Field(1024, ge=1)
+    """Minimum soft process limit (ulimit -Su) the training user gets in a login over SSH on every node."""
     min_memlock_kib: int | None = Field(None, ge=0)
+    """Minimum soft locked-memory limit (ulimit -Sl) in KiB; None: not judged (only RDMA and NCCL need it)."""
     rank_memory_mib: dict[str, int] = {}
+    """Resident MiB of one rank per workload (smoke, convergence); a node needs ranks per node x the largest."""
     reserve_memory_mib: int = Field(256, ge=0)
+    """MiB a node needs beyond its ranks' memory, for its own services and the launcher."""
     min_free_mib: int = Field(256, ge=0)
+    """Minimum free space in MiB in /tmp, on the shared mount and in the training user's home on every node."""
     min_free_inodes: int = Field(10000, ge=0)
+    """Minimum free inodes in those same places (a file system that reports none, such as sshfs, is not judged)."""
     source: str = ""
+    """Where the headroom figures come from (measurements, defaults), for the reader."""
 
 
 #: Reads a node as root: ``key=value`` lines (:func:`parse_probe`).  The

@@ -47,17 +47,23 @@ class Flavor(_Strict):
     """Node size. ``memory_mb`` in MiB; ``name`` is the cloud flavor, if any."""
 
     memory_mb: int = Field(6144, ge=512)
+    """Memory of a node in MiB: the local cloud's memory limit per node, the all-in-one's flavor RAM."""
     name: str | None = None
+    """The cloud's flavor name, for the reader (the OpenStack module deploys ``openstack.flavor_name``)."""
 
 
 class Nodes(_Strict):
     count: int = Field(ge=1, le=8)
+    """Number of nodes of the cluster, N: the measurements run one rank per node, up to world size N."""
     flavor: Flavor = Flavor()
+    """The size of every node."""
 
 
 class Network(_Strict):
     subnet_pool: str
+    """IPv4 range (CIDR) from which the local cloud reserves each run's free block of subnets."""
     subnet_prefix: int = Field(24, ge=17, le=28)
+    """Prefix length of a run's cluster subnet; a run reserves a block twice its size: it and the probe subnet."""
 
     @field_validator("subnet_pool")
     @classmethod
@@ -78,7 +84,9 @@ class TrainingUser(_Strict):
     """The unprivileged user that trains (the architecture never trains as root)."""
 
     name: str = Field(pattern=r"^[a-z_][a-z0-9_-]{0,30}$")
+    """Login name of the training user that Ansible creates on every node and that runs every job (never root)."""
     uid: int = Field(ge=1000, le=60000)
+    """The training user's uid, the same on every node (the shared storage and MPI need one)."""
 
     @field_validator("name")
     @classmethod
@@ -94,55 +102,81 @@ class SharedStorage(_Strict):
     the first node's own disk."""
 
     type: Literal["sshfs", "nfs"]
+    """How the share is served: ``sshfs`` (the local cloud) or ``nfs`` (the OpenStack module)."""
     export: str = Field(pattern=r"^/")
+    """Absolute path of the shared folder on the first node, which serves the share."""
     mount_point: str = Field(pattern=r"^/")
+    """Absolute path where every node mounts the share."""
     size_gb: int = Field(1000, ge=0, le=16384)
+    """Size in GB of the volume the OpenStack module makes for the share; 0: none, a folder on the first node's disk."""
     nfs_version: str = "4.2"
-    #: Options every node's mount must show (e.g. rw, hard, vers=4.2).
+    """NFS version every node mounts the share with (``vers=``, Ansible's shared_storage role)."""
     required_mount_options: list[str] = ["rw"]
-    #: Whether root on a client must be unable to write (NFS root_squash).
+    """Options every node's mount of the share must show (e.g. rw, hard, vers=4.2)."""
     root_squash: bool = False
+    """Whether root on a node must be unable to write to the share (NFS root_squash)."""
 
 
 class HorovodBuild(_Strict):
     frameworks: list[str]
+    """Frameworks Horovod must be built with, as ``horovodrun --check-build`` names them (e.g. TensorFlow)."""
     controllers: list[str]
+    """Controllers Horovod must be built with, as ``horovodrun --check-build`` names them (e.g. Gloo, MPI)."""
 
 
 class TimeSync(_Strict):
     """Clock expectations: chrony synchronised, |offset| under max_offset_ms."""
 
     service: Literal["chrony"] = "chrony"
+    """The systemd unit that keeps the clock; the time check shows its state when chronyc fails."""
     max_offset_ms: float = Field(100, gt=0)
+    """Largest clock offset in ms (chronyc tracking) a node may have."""
 
 
 class Expect(_Strict):
     """What every node must have.  GPU fields matter when gpus_per_node > 0."""
 
     gpus_per_node: int = Field(0, ge=0, le=16)
+    """GPUs nvidia-smi must show on every node (0: a CPU node); above 0 Ansible installs the GPU stack."""
     gpu_model: str | None = None
+    """Text every GPU's name must contain (e.g. Tesla V100); None: the model is not checked."""
     min_driver_version: str | None = None
+    """Oldest NVIDIA driver version every GPU may report; None: not checked."""
     min_cuda_version: str | None = None
+    """Oldest CUDA toolkit version (nvcc --version) on every GPU node; None: not checked."""
     min_nccl_version: str | None = None
+    """Oldest NCCL version (package libnccl2) on every GPU node; None: not checked."""
     sshd: dict[str, str | list[str]]
+    """Effective sshd settings every node must have (``sshd -T`` key -> value, or a list of allowed values)."""
     horovod_build: HorovodBuild
+    """What Horovod must be built with on every node."""
     time: TimeSync = TimeSync()
-    #: Sockets a node may listen on beyond loopback, as "tcp/22", "udp/123".
+    """Clock synchronisation every node must have."""
     listening: list[str] = ["tcp/22"]
+    """Sockets a node may listen on beyond loopback, as "tcp/22", "udp/123"."""
     exposure: Exposure = Exposure()
+    """What a probe outside the cluster may find open on a node (the exposure properties)."""
     headroom: Headroom = Headroom()
+    """What every node must have left before any job (refarch.headroom)."""
 
 
 class Timeouts(_Strict):
     """Phase time limits in seconds."""
 
     image: int = Field(1200, ge=1)
+    """Seconds to build the local cloud's node image."""
     wheel: int = Field(2400, ge=1)
+    """Seconds to build the local cloud's Horovod wheelhouse."""
     deploy: int = Field(600, ge=1)
+    """Seconds for ``terraform apply`` to deploy the cluster."""
     configure: int = Field(1500, ge=1)
+    """Seconds for Ansible (descriptors/ansible/site.yml) to configure the nodes."""
     check: int = Field(300, ge=1)
+    """Seconds each node or cluster check may run (pytest-timeout, the check's own call)."""
     smoke: int = Field(900, ge=1)
+    """Seconds each horovodrun job (smoke, scaling, convergence, allreduce) may run."""
     teardown: int = Field(300, ge=1)
+    """Seconds for ``terraform destroy`` to remove the cluster."""
 
 
 class OpenStackSettings(_Strict):
@@ -155,24 +189,35 @@ class OpenStackSettings(_Strict):
     """
 
     cloud: str
+    """clouds.yaml entry the suite and Terraform (OS_CLOUD) use; admin-capable in throwaway mode."""
     project_mode: Literal["shared", "throwaway"] = "shared"
+    """``shared``: one CI project, runs kept apart by run id names and tags; ``throwaway``: a project per run."""
     domain: str = "Default"
+    """Keystone domain where a throwaway project is made and ``ci_user`` is looked up."""
     ci_user: str | None = None
-    #: clouds.yaml entry of ``ci_user`` (its own credentials): the throwaway
-    #: project's application credential is made as that user, since
-    #: Keystone lets only a user make their own; None: the admin entry acts
-    #: in the new project (where the cloud's policy allows it).
+    """The user Terraform runs as in a throwaway project (granted ``role`` on it); required in throwaway mode."""
     ci_cloud: str | None = None
+    """clouds.yaml entry of ``ci_user`` that makes the throwaway project's application credential; None: the admin."""
     role: str = "member"
+    """Keystone role granted to ``ci_user`` on a throwaway project."""
     image_name: str
+    """Glance image every node boots (Debian 12)."""
     flavor_name: str
+    """Nova flavor of every node; the quota preflight reads its vCPUs and RAM."""
     external_network: str
+    """External (provider) network the router uplinks to and floating IPs come from."""
     admin_cidr: str
+    """The only source range the security group lets reach SSH (tcp/22) from outside the cluster."""
     subnet_cidr: str = "10.42.0.0/24"
+    """The cluster subnet (MPI, NCCL, Gloo and NFS traffic between the nodes)."""
     dns_nameservers: list[str] = []
+    """DNS servers handed out on the cluster subnet (empty: the cloud's default)."""
     ssh_user: str = "debian"
+    """Admin user of the image (passwordless sudo) that Ansible and the checks log in as."""
     volume_type: str | None = None
+    """Cinder volume type of the share's volume (None: the cloud's default)."""
     availability_zone: str | None = None
+    """Availability zone of the nodes and the share's volume (None: the cloud's default)."""
 
     @field_validator("admin_cidr", "subnet_cidr")
     @classmethod
@@ -192,24 +237,39 @@ class Profile(_Strict):
     """A validated profile. Build one with :func:`load_profile`."""
 
     name: str
+    """The profile's name, named in messages (preflight, skipped properties, the gate)."""
     description: str = ""
+    """One line on what the profile deploys, for the reader."""
     cloud: Literal["local", "openstack"]
+    """The cloud driver that deploys the cluster: ``local`` (podman machines on this host) or ``openstack``."""
     nodes: Nodes
+    """How many nodes, and their size."""
     network: Network
+    """Where the local cloud takes each run's subnets from."""
     training_user: TrainingUser
+    """The unprivileged user that trains on every node."""
     shared_storage: SharedStorage
+    """The share every node mounts."""
     expect: Expect
+    """What every node must have (sshd, Horovod build, clock, sockets, exposure, headroom, GPUs)."""
     smoke: Smoke
+    """The synthetic benchmark of the smoke jobs and the scaling properties."""
     convergence: Convergence = Convergence()
+    """The digits workload of the convergence properties."""
     communication: Communication = Communication()
+    """The node pairs and message sizes of the communication property."""
     availability: Availability = Availability()
-    #: group -> name -> spec; the property id is ``group.name``.
+    """The failure modes and time limits of the availability properties (pytest --long-properties)."""
     properties: dict[str, dict[str, PropertySpec]]
+    """Group -> name -> spec of each non-functional property; the property id is ``group.name``."""
     timeouts_s: Timeouts = Timeouts()
+    """Time limit in seconds of each phase of a run."""
     job_watch: JobWatch = JobWatch()
+    """How a training job is watched while it runs, and when it is stopped (refarch.stall)."""
     openstack: OpenStackSettings | None = None
-    #: Controller-side globs of extra CA certificates every node must trust.
+    """Where and how to deploy on an OpenStack cloud (read by cloud ``openstack``)."""
     extra_ca_certificates: list[str] = ["/usr/local/share/ca-certificates/*.crt"]
+    """Controller-side globs of extra CA certificates every node must trust (Ansible installs them)."""
 
     def ca_files(self) -> list[str]:
         """Controller paths of :attr:`extra_ca_certificates` as this machine

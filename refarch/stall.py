@@ -44,14 +44,20 @@ class JobWatch(BaseModel):
     names the ranks that have not submitted a tensor the others wait on.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     poll_s: float = Field(5.0, gt=0)
+    """Seconds between two reads of a watched job's output."""
     stall_s: float = Field(90.0, gt=0)
+    """Seconds without a progress line from any rank after which the job is stopped as stalled."""
     straggler_factor: float = Field(4.0, gt=1)
+    """Slowest over fastest rank's median compute seconds per step at which the job is stopped (a straggler)."""
     min_steps: int = Field(3, ge=1)
+    """Compute times every rank must have reported before the straggler factor is judged."""
     horovod_stall_check_s: int = Field(30, ge=1)
+    """Seconds before Horovod's own stall warning names the missing ranks (--stall-check-warning-time-seconds)."""
     source: str = ""
+    """Where the watch's figures come from (measurements on the profile's machine), for the reader."""
 
 
 @dataclass

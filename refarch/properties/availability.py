@@ -30,10 +30,15 @@ class Availability(Strict):
         description="how the node fails in the elastic job (refarch.clouds.drivers.FAILURE_MODES): each mode listed "
                     "is measured by its own recovery and rejoin properties")
     commit_every: int = Field(10, ge=1)
+    """Steps between two commits of the elastic job's state (elastic_train.py --commit-every)."""
     step_sleep_s: float = Field(0.1, ge=0)
+    """Seconds the elastic job sleeps per step (elastic_train.py --step-sleep), which sets its pace."""
     restart_timeout_s: int = Field(300, ge=10)
+    """Seconds a node restarted or restored may take to be healthy again (SSH, the share, the clock)."""
     step_timeout_s: int = Field(240, ge=10)
+    """Seconds the elastic job may take to reach each expected world size (N, N-1 after the failure, N again)."""
     job_timeout_s: int = Field(900, ge=60)
+    """Seconds the whole elastic job of one failure mode may run."""
 
 
 def restart_healthy(request) -> Measurement:

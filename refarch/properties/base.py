@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 class Strict(BaseModel):
     """A profile section: unknown keys are errors, values are frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class Bounds(Strict):
@@ -32,10 +32,15 @@ class Bounds(Strict):
     or above ``warn_above``; ``target`` is what the architecture reaches."""
 
     target: float | None = None
+    """What the architecture reaches, in the property's unit: shown beside the figure in the verdict, never judged."""
     lower: float | None = None
+    """The property fails below this figure (in its unit); a reference needs ``lower`` or ``upper``."""
     upper: float | None = None
+    """The property fails above this figure (in its unit); a reference needs ``lower`` or ``upper``."""
     warn_below: float | None = None
+    """The property warns below this figure (the warning band above ``lower``)."""
     warn_above: float | None = None
+    """The property warns above this figure: far better than the reference is suspicious (ranks not averaging)."""
 
     @model_validator(mode="after")
     def _bounded(self) -> Bounds:
@@ -51,7 +56,9 @@ class Source(Strict):
     machine) and a URL where one exists."""
 
     text: str = Field(min_length=3)
+    """Where the reference's figures come from (a paper, a measurement on a named machine), quoted in every verdict."""
     url: str | None = Field(None, pattern=r"^https?://")
+    """An http(s) URL of that source, quoted in the verdict beside ``text``."""
 
 
 class PropertySpec(Strict):
@@ -61,9 +68,13 @@ class PropertySpec(Strict):
     absent)."""
 
     unit: str
+    """The property's unit (ratio, seconds, ranks, ports, ...); must be the unit the registry measures it in."""
     reference: Bounds
+    """The bounds the measured figure is judged against (refarch.properties.base.judge)."""
     source: Source
+    """Where the reference comes from."""
     skip: str | None = None
+    """Why the property cannot run on this profile: it is then reported as skipped with this reason, never absent."""
 
 
 @dataclass(frozen=True)

@@ -22,10 +22,15 @@ class Communication(Strict):
     size in ``sizes_mib`` (MiB), ``warmup`` untimed and ``iterations`` timed."""
 
     pairs: Literal["all", "ring"] = "all"
+    """Which node pairs are measured: ``all`` (every pair, N(N-1)/2) or ``ring`` (each node and the next, N)."""
     tcp_seconds: int = Field(3, ge=1, le=60)
+    """Seconds of raw TCP (iperf3 -t) per node pair, the denominator of communication.busbw_to_tcp."""
     sizes_mib: list[float] = Field([1, 16, 64], min_length=1)
+    """Allreduce message sizes in MiB (allreduce_bench.py --sizes-mib); the largest one is judged."""
     warmup: int = Field(2, ge=0)
+    """Untimed allreduces per message size before the timed ones (allreduce_bench.py --warmup)."""
     iterations: int = Field(5, ge=1)
+    """Timed allreduces per message size (allreduce_bench.py --iterations)."""
 
 
 def node_pairs(names: list[str], kind: str) -> list[tuple[str, str]]:

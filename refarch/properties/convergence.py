@@ -18,10 +18,15 @@ class Convergence(Strict):
     world size."""
 
     epochs: int = Field(15, ge=1)
+    """Passes over the training split of the digits convergence job at every world size."""
     global_batch_size: int = Field(32, ge=8)
+    """Images per step over all ranks (each rank takes its share); must split evenly over the world size."""
     learning_rate: float = Field(0.1, gt=0)
+    """Learning rate of the SGD optimizer, the same at every world size (digits_convergence.py --learning-rate)."""
     test_fraction: float = Field(0.2, gt=0, lt=1)
+    """Fraction of scikit-learn's digits held out to measure convergence.test_accuracy."""
     seed: int = 42
+    """Seed of the train/test split, the shuffling per epoch and each rank's initialisation (seed + rank)."""
 
 
 def diverged_ranks(hashes: list[str]) -> list[int]:

@@ -22,7 +22,9 @@ class Exposure(Strict):
     from the admin range, and from anywhere else."""
 
     admin: list[str] = ["tcp/22"]
+    """Ports ("tcp/22") a probe in the admin range may find open on a node (exposure.admin_unexpected_ports)."""
     outside: list[str] = []
+    """Ports a probe outside the admin range and the cluster may find open on a node (exposure.outside_open_ports)."""
 
 
 def unexpected(scan, allowed: list[str], names: dict[str, str]) -> list[str]:

@@ -24,7 +24,9 @@ class ReferenceCurve(Strict):
     on an axis of its own (other hardware); ``source`` says where from."""
 
     images_per_sec: dict[int, float]
+    """Published throughput per world size (world size -> images/sec), drawn in the report's scaling chart."""
     source: str
+    """Where the published curve comes from (paper, hardware), shown with it in the report."""
 
 
 class Smoke(Strict):
@@ -34,27 +36,31 @@ class Smoke(Strict):
     the world sizes measured (default 1..N, one rank per node)."""
 
     model: str
+    """Keras application the synthetic benchmark trains (``tf.keras.applications``, e.g. ResNet50)."""
     image_size: int = Field(ge=32, le=512)
+    """Side of the square synthetic images in pixels (the benchmark's --image-size)."""
     batch_size: int = Field(ge=1)
+    """Images per rank per step of the smoke jobs and of scaling.efficiency (the benchmark's --batch-size)."""
     batch_sizes: list[int] = []
+    """Further batch sizes (images per rank per step) measured at every world size for the scaling table."""
     world_sizes: list[int] = []
+    """World sizes measured, one rank per node, each 1..nodes.count (empty: 1..N; 1 and N are always measured)."""
     warmup_steps: int = Field(ge=0)
-    #: Timed steps per job: their per-step figures give each throughput's
-    #: median and 95 % interval (refarch.properties.figures, at least 6 steps).
+    """Untimed steps each benchmark job runs before its timed ones (the benchmark's --warmup-steps)."""
     steps: int = Field(ge=6)
+    """Timed steps per job: their per-step figures give each throughput's median and 95 % interval (at least 6)."""
     intra_op_threads: int = Field(1, ge=1)
+    """TensorFlow intra-op threads per rank; the headroom check needs this many CPUs per rank on every node."""
     start_timeout_s: int = Field(120, ge=10)
-    #: Rounds in which every job at np > 1 also times rank 0 training alone
-    #: (its np=1 baseline, measured beside its own steps: a machine whose
-    #: speed changes shows it in both); 0: the np=1 job is the baseline.
+    """Seconds horovodrun waits for every rank to start (--start-timeout of every horovodrun job, elastic included)."""
     baseline_rounds: int = Field(3, ge=0)
-    #: Widest efficiency interval (95 %, relative to its median) that is
-    #: still judged; wider is an error (refarch.properties.figures.problems).
+    """Rounds in which every job at np > 1 also times rank 0 alone (its np=1 baseline); 0: the np=1 job is it."""
     max_relative_width: float = Field(0.5, gt=0)
-    #: Largest relative difference between np=1 on its own and np=1 in the
-    #: rounds before the run's efficiency is an error.
+    """Widest 95 % efficiency interval, relative to its median, that is still judged; wider is an error."""
     max_baseline_drift: float = Field(0.25, gt=0)
+    """Largest relative difference between np=1 on its own and np=1 in rounds before the efficiency is an error."""
     reference_curve: ReferenceCurve | None = None
+    """A published images/sec curve drawn beside the measured one in the report (None: none drawn)."""
 
 
 def efficiency(request) -> Measurement:
