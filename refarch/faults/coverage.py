@@ -5,8 +5,8 @@ or ``unproven: <reason>`` (:data:`UNPROVEN`).
 "Every check can fail" is this table with no empty row: a unit test fails
 while a check or property has neither a proof nor a reason.
 
-``python -m refarch.faults.coverage`` prints it; ``--write-readme``
-rewrites README.md's copy between its markers.  The HTML report shows, for
+``python -m refarch.faults.coverage`` prints it; the docs page
+``reference/faults.md`` carries it (``python -m refarch.docs --write``).  The HTML report shows, for
 each check of a run, the fault cases that prove it (:func:`proofs`).
 """
 
@@ -45,11 +45,6 @@ PROVEN_ELSEWHERE: dict[str, str] = {
     "test_time_synchronised": "tests/vm/test_time.py::test_a_clock_set_off_is_named (a guest clock 30 s fast, on "
                               "VMs: local nodes share the host's clock)",
 }
-
-#: The markers around README.md's copy of the matrix.
-TABLE_START = "<!-- fault-coverage:start -->"
-TABLE_END = "<!-- fault-coverage:end -->"
-
 
 def checks(root: Path = ROOT) -> list[str]:
     """The check names (``test_*`` functions of :data:`CHECK_FILES`, read
@@ -120,34 +115,14 @@ def table(root: Path = ROOT) -> str:
     return "\n".join(rows)
 
 
-def with_table(text: str, root: Path = ROOT) -> str:
-    """``text`` (README.md) with :func:`table` between its markers.
-
-    Raises:
-        ValueError: ``text`` lacks the markers.
-    """
-    from .readme import between_markers
-
-    return between_markers(text, TABLE_START, TABLE_END, table(root))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m refarch.faults.coverage",
                                      description="Which live fault case fails each check and property.")
-    parser.add_argument("--write-readme", action="store_true", help="rewrite README.md's copy of the matrix")
-    args = parser.parse_args(argv)
-    if not args.write_readme:
-        print(table())
-        for line in gaps():
-            print(f"gap: {line}")
-        return 1 if gaps() else 0
-    readme = ROOT / "README.md"
-    text = readme.read_text(encoding="utf-8")
-    new = with_table(text)
-    if new != text:
-        readme.write_text(new, encoding="utf-8")
-    print(f"{readme}: fault coverage {'rewritten' if new != text else 'already current'}")
-    return 0
+    parser.parse_args(argv)
+    print(table())
+    for line in gaps():
+        print(f"gap: {line}")
+    return 1 if gaps() else 0
 
 
 if __name__ == "__main__":

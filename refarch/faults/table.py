@@ -1,9 +1,9 @@
-"""README.md's table of the fault cases, generated from the catalogue
+"""The table of the fault cases, generated from the catalogue
 (:data:`refarch.faults.catalogue.FAULTS`) and from the field reports whose
 proof is not a fault case on a deployed cluster (:data:`ELSEWHERE`: a policy
-scan fixture, the teardown suite, a QEMU virtual machine).  Rewrite it with
-``python -m refarch.faults.readme --write-readme``; a unit test fails while
-README's table differs.
+scan fixture, the teardown suite, a QEMU virtual machine).  The docs page
+``reference/faults.md`` carries it (``python -m refarch.docs --write``); a
+unit test fails while the page differs.
 """
 
 from __future__ import annotations
@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
-from ..paths import ROOT
 from .catalogue import FAULTS
 
 
@@ -49,10 +47,6 @@ ELSEWHERE: tuple[FieldReport, ...] = (
 )
 
 
-#: The markers around README.md's table of the fault cases.
-TABLE_START = "<!-- fault-table:start -->"
-TABLE_END = "<!-- fault-table:end -->"
-
 #: The node names and training user the table's messages are shown with (the local profile's).
 _SHOWN_AS = {"n0": "node1", "n1": "node2", "user": "hvd"}
 
@@ -62,8 +56,8 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def readme_table() -> str:
-    """README.md's table of the fault cases, one row per case of :data:`FAULTS`
+def fault_table() -> str:
+    """The table of the fault cases, one row per case of :data:`FAULTS`
     in order, then one per field report of :data:`ELSEWHERE`: id, field report, what is injected, and the messages its
     failures must match (regexes, shown for node1, node2 and user hvd).
     Markdown lines without the markers, no trailing newline."""
@@ -79,51 +73,11 @@ def readme_table() -> str:
     return "\n".join(rows)
 
 
-def readme_block(text: str) -> str | None:
-    """The table between README's markers in ``text`` (stripped), or None without both markers."""
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        return None
-    return text[start + len(TABLE_START):end].strip()
-
-
-def between_markers(text: str, start_marker: str, end_marker: str, body: str) -> str:
-    """``text`` (README.md) with ``body`` between ``start_marker`` and
-    ``end_marker`` (each generated table of README keeps its own pair).
-
-    Raises:
-        ValueError: ``text`` lacks the markers.
-    """
-    start, end = text.find(start_marker), text.find(end_marker)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md has no {start_marker} ... {end_marker} block")
-    return text[:start] + f"{start_marker}\n{body}\n" + text[end:]
-
-
-def with_table(text: str) -> str:
-    """``text`` (README.md) with :func:`readme_table` between its markers.
-
-    Raises:
-        ValueError: ``text`` lacks the markers.
-    """
-    return between_markers(text, TABLE_START, TABLE_END, readme_table())
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m refarch.faults.readme",
-                                     description="The fault cases' table of README.md.")
-    parser.add_argument("--write-readme", action="store_true",
-                        help="rewrite the table between README.md's fault-table markers")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if not args.write_readme:
-        print(readme_table())
-        return 0
-    text = args.readme.read_text(encoding="utf-8")
-    new = with_table(text)
-    if new != text:
-        args.readme.write_text(new, encoding="utf-8")
-    print(f"{args.readme}: fault table {'rewritten' if new != text else 'already current'} ({len(FAULTS)} cases)")
+    """Print the table (the docs page ``reference/faults.md`` carries it: ``python -m refarch.docs --write``)."""
+    argparse.ArgumentParser(prog="python -m refarch.faults.table",
+                            description="The fault cases' table (docs/reference/faults.md).").parse_args(argv)
+    print(fault_table())
     return 0
 
 

@@ -68,6 +68,8 @@ ORDER = (
     # the commands, and ``python -m refarch``
     "cli",
     "__main__",
+    # the documentation's generated pages: they read every unit above
+    "docs",
 )
 
 #: Arrows back (importer, imported) that are known and being removed; each

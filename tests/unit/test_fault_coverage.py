@@ -1,6 +1,6 @@
 """The fault-coverage matrix (refarch.faults.coverage): every check and
-property is failed by a live fault case, or says why not; README.md carries
-the current table."""
+property is failed by a live fault case, or says why not; the docs page
+reference/faults.md carries the current table."""
 
 from refarch import properties
 from refarch.faults import coverage
@@ -25,11 +25,6 @@ def test_a_check_without_a_proof_or_reason_is_a_gap(monkeypatch):
     assert coverage.gaps() == ["test_cuda_version: no live fault case fails it and no reason says why"]
     monkeypatch.setitem(coverage.UNPROVEN, "test_no_such_check", "a stale reason")
     assert "UNPROVEN[test_no_such_check]: no such check or property" in coverage.gaps()
-
-
-def test_the_readme_carries_the_current_matrix():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert coverage.with_table(text) == text, "python -m refarch.faults.coverage --write-readme"
 
 
 def test_a_run_check_id_finds_its_proof():
