@@ -1,7 +1,7 @@
-"""The README's "Deploy the architecture yourself" lines, run as a user
-would: on the local cloud, from a folder outside the repository (HOME is a
-temporary folder, so ``~/hvd`` lies there), every line exactly as the README
-has it.  The two places a user types (the first line's ``export REPO=...``
+"""The lines of the how-to "Deploy the architecture by hand"
+(docs/how-to/deploy-by-hand.md), run as a user would: on the local cloud,
+from a folder outside the repository (HOME is a temporary folder, so
+``~/hvd`` lies there), every line exactly as the page has it.  The two places a user types (the first line's ``export REPO=...``
 and the editor on terraform.tfvars) are the test's: REPO, CLOUD=local and
 PROFILE=local, and an EDITOR that sets what the example's comments ask for
 (this machine's node image and wheelhouse, a free subnet, a fresh key) plus
@@ -11,7 +11,7 @@ local module, configure the nodes with ansible-playbook from the module's
 existing-hosts mode, and destroy.  Whatever the lines leave (a failure
 before ``terraform destroy``) is destroyed and swept by the run id.
 
-Run with ``tox -e byhand``; a change of the README's lines that breaks the
+Run with ``tox -e byhand``; a change of the page's lines that breaks the
 path fails here."""
 
 import json
@@ -31,23 +31,22 @@ from refarch.paths import ROOT, cache_dir
 from refarch.profile import load_profile
 from refarch.run import new_run_id
 
-SECTION = "## Deploy the architecture yourself"
-#: What the first line of the README's block must set (the user's own values).
+#: The how-to whose first ``sh`` block a user types.
+PAGE = ROOT / "docs" / "how-to" / "deploy-by-hand.md"
+#: What the first line of the page's block must set (the user's own values).
 USER_EXPORTS = ("REPO", "CLOUD", "PROFILE")
 
 
-def readme_lines(readme: Path = ROOT / "README.md") -> list[str]:
-    """The shell lines of the README section's first ``sh`` block, comments
-    and blank lines left out.
+def page_lines(page: Path = PAGE) -> list[str]:
+    """The shell lines of the how-to's first ``sh`` block, comments and
+    blank lines left out.
 
     Raises:
-        AssertionError: no such section or block.
+        AssertionError: no such page or block.
     """
-    text = readme.read_text(encoding="utf-8")
-    assert SECTION in text, f"README.md has no section {SECTION!r}"
-    section = text.split(SECTION, 1)[1].split("\n## ", 1)[0]
-    m = re.search(r"```sh\n(.*?)```", section, re.S)
-    assert m, f"README.md's {SECTION!r} has no ```sh block"
+    assert page.is_file(), f"no how-to {page}"
+    m = re.search(r"```sh\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    assert m, f"{page.relative_to(ROOT)} has no ```sh block"
     lines = []
     for raw in m.group(1).splitlines():
         line = raw.split("  #", 1)[0].rstrip()
@@ -56,18 +55,18 @@ def readme_lines(readme: Path = ROOT / "README.md") -> list[str]:
     return lines
 
 
-def test_the_readme_lines_are_the_ones_this_test_knows():
+def test_the_page_lines_are_the_ones_this_test_knows():
     """Offline: the block starts with the user's exports and has the steps
-    the test replaces or relies on (so a README edit cannot silently skip
+    the test replaces or relies on (so an edit of the page cannot silently skip
     the deploy, the configure, the checks or the destroy)."""
-    lines = readme_lines()
-    assert len(lines) <= 10, f"the README's by-hand block has {len(lines)} lines (at most ten)"
+    lines = page_lines()
+    assert len(lines) <= 10, f"the by-hand block has {len(lines)} lines (at most ten)"
     first = lines[0]
     assert first.startswith("export ") and all(f"{v}=" in first for v in USER_EXPORTS), first
     body = "\n".join(lines)
     for step in ("terraform.tfvars.example", "${EDITOR", "terraform apply", "terraform output -raw ansible_inventory",
                  "ansible-playbook -i inventory.yml", "--existing-hosts", "terraform destroy"):
-        assert step in body, f"the README's by-hand block lacks {step!r}"
+        assert step in body, f"the by-hand block lacks {step!r}"
 
 
 EDITOR = r'''#!{python}
@@ -132,9 +131,9 @@ def user(tmp_path):
         localcloud.release_subnet(run_id)
 
 
-def test_the_readme_deploys_configures_checks_and_destroys(user, tmp_path):
+def test_the_by_hand_lines_deploy_configure_check_and_destroy(user, tmp_path):
     env, run_id = user
-    lines = readme_lines()
+    lines = page_lines()
     # The user's own first line (REPO=$PWD ...) is the test's env.
     script = "set -euo pipefail\nset -x\n" + "\n".join(lines[1:]) + "\n"
     (tmp_path / "by-hand.sh").write_text(script, encoding="utf-8")
@@ -144,7 +143,7 @@ def test_the_readme_deploys_configures_checks_and_destroys(user, tmp_path):
     log.write_text(f"--- stdout\n{r.stdout}\n--- stderr\n{r.stderr}\n", encoding="utf-8")
     failed = [line for line in r.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
     last = [line for line in r.stderr.splitlines() if line.startswith("+ ")][-1:] or ["(none)"]
-    assert r.returncode == 0, (f"the README's by-hand lines failed (exit {r.returncode}) at {last[0][2:]!r}: "
+    assert r.returncode == 0, (f"the by-hand lines failed (exit {r.returncode}) at {last[0][2:]!r}: "
                                + ("; ".join(failed) or (r.stderr.strip().splitlines() or [""])[-1])
                                + f" (whole output: {log})")
     assert re.search(r"\d+ passed", r.stdout) and not failed, f"the suite's checks did not pass: {r.stdout[-800:]}"

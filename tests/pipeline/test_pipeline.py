@@ -26,8 +26,8 @@ CLOUD = {"REFARCH_CLOUDS_YAML": "/builds/clouds.yaml"}
 TAG = {"CI_PIPELINE_SOURCE": "push", "CI_COMMIT_TAG": "v0.2.0"}
 SCHEDULE = {"CI_PIPELINE_SOURCE": "schedule"}
 #: The change tier's jobs: every pipeline runs them (ci/environments.yml).
-ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success", "fresh-local": "on_success",
-          "integration-local": "on_success"}
+ALWAYS = {"lint": "on_success", "policy": "on_success", "unit": "on_success", "docs": "on_success",
+          "fresh-local": "on_success", "integration-local": "on_success"}
 #: Jobs that run in the toolset image ($REFARCH_TOOLSET_IMAGE) and bootstrap nothing.
 TOOLSET_JOBS = ("lint", "policy", "unit", "gate", "integration-openstack")
 #: tox environments whose bin folders stand in for the image's tools (the first one's python and pytest).

@@ -1,4 +1,4 @@
-"""The by-hand path offline: the README block tests/byhand runs has the
+"""The by-hand path offline: the how-to block tests/byhand runs has the
 steps it relies on, and each module's terraform.tfvars.example sets every
 variable a user must set (those without a default) and nothing the module
 does not declare.  python-hcl2 parses both."""
@@ -9,7 +9,7 @@ import hcl2
 import pytest
 
 from refarch.paths import ROOT
-from tests.byhand.test_deploy_by_hand import test_the_readme_lines_are_the_ones_this_test_knows  # noqa: F401
+from tests.byhand.test_deploy_by_hand import test_the_page_lines_are_the_ones_this_test_knows  # noqa: F401
 
 MODULES = ROOT / "descriptors" / "terraform"
 

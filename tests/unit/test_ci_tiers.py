@@ -45,7 +45,7 @@ def key(tree, tools=TOOLS, modules=("clouds.local",)):
 
 def test_the_definitions_have_both_tiers_and_every_role_scenario():
     defs = environments.definitions()
-    assert defs.names("change") == ["fresh", "faults:checks", "integration", "report"]
+    assert defs.names("change") == ["fresh", "faults:checks", "integration", "report", "docs"]
     heavy = defs.names("heavy")
     assert {"faults:figures", "configurability", "teardown", "concurrency", "byhand", "toolset"} <= set(heavy)
     from refarch.tools import roles

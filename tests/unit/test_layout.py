@@ -1,4 +1,4 @@
-"""The package's layout as README.md's "Layout" section describes it: every
+"""The package's layout as docs/explanation/layout.md describes it: every
 sub-package and top-level module of refarch/ is named there, and the
 modules import one another without a circle (module-level imports; those
 under ``if TYPE_CHECKING:`` and inside functions are left out)."""
@@ -58,15 +58,13 @@ def test_no_import_circle():
         raise AssertionError(f"import circle: {' -> '.join(exc.args[1])}") from None
 
 
-def test_readme_layout_names_every_sub_package_and_top_level_module():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout"):]
-    layout = layout[:layout.index("\n## ", 4)]
+def test_the_layout_page_names_every_sub_package_and_top_level_module():
+    layout = (ROOT / "docs" / "explanation" / "layout.md").read_text(encoding="utf-8")
     named = set(re.findall(r"\b([a-z_]+(?:/|\.py))", layout))
     subpackages = {p.parent.name + "/" for p in PACKAGE.glob("*/__init__.py")}
     top = {p.name for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
     missing = sorted((subpackages | top) - named)
-    assert not missing, f"README.md's Layout does not name {', '.join(missing)} of refarch/"
+    assert not missing, f"docs/explanation/layout.md does not name {', '.join(missing)} of refarch/"
 
 
 #: The most lines a module of refarch/ has: past it, a module has grown two
