@@ -290,4 +290,5 @@ def cli_page(root: Path = ROOT) -> str:
         rows = _arguments(command)
         if rows:
             lines += ["| argument | meaning |", "|---|---|", *rows]
-    return "\n".join(lines) + "\n"
+    # defaults under the checkout are shown relative to it: the page is the same in every clone
+    return "\n".join(lines).replace(f"{ROOT}/", "") + "\n"
