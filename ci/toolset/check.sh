@@ -2,7 +2,8 @@
 # Proves a toolset image: its commands answer, and the lint, policy and unit
 # stages (tox.ini's commands, run with the image's tools, no tox) pass on a
 # copy of this checkout (mounted read-only, copied inside the container).
-# Last, the README's OpenStack-from-the-image command shape: a clouds.yaml
+# Last, the OpenStack-from-the-image command shape of
+# docs/how-to/point-at-openstack.md: a clouds.yaml
 # mounted read-only where openstacksdk looks is what the suite reads, and an
 # unreachable endpoint stops the run in one line before anything is made.
 #   ci/toolset/check.sh [IMAGE]   (default: `python -m refarch toolset build`,

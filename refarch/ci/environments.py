@@ -12,7 +12,8 @@ select the part: ``faults:checks``), with:
 - ``inputs``: the files and folders (relative to the checkout; ``"."`` is
   every file git lists) its verdict depends on besides the suite's own
   modules, which count as its processes loaded them (:mod:`.reuse`);
-- ``reference_s``: its seconds on the machine the README names, scaled to
+- ``reference_s``: its seconds on a reference machine of the kind (the
+  timings history, ``validation/timings.json``), scaled to
   this machine until this machine has a time of its own (:mod:`.schedule`);
 - ``gitlab``: the GitLab job that runs it, whose ``rules:changes`` are made
   from the inputs (:mod:`.gitlab`).

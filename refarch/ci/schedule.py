@@ -13,7 +13,7 @@ reason.
 
 Expected seconds (:func:`expected_s`): the environment's own newest time on
 this machine, else its reference (``reference_s``, measured on the
-machine the README names) times :func:`machine_scale`: how this machine did
+reference machine of ``validation/timings.json``) times :func:`machine_scale`: how this machine did
 on this run's change tier against the same references.
 """
 

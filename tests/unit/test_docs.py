@@ -82,3 +82,24 @@ def test_the_stale_command_names_each_page_and_exits_non_zero(monkeypatch, tmp_p
     assert main([]) == 1
     out = capsys.readouterr().out
     assert "docs/reference/checks.md: differs from the code; run `python -m refarch.docs --write`" in out
+
+
+def test_a_long_subject_or_a_missing_blank_line_is_named(tmp_path):
+    import os
+    import subprocess
+
+    from refarch.docs import commits
+
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    messages = ("Old history may be long " + "x" * 80, "Keep a short subject\n\nA body.",
+                "Write a subject far longer than the seventy-two characters a subject may have", "Run on\ninto the body")
+    for when_s, message in enumerate(messages, start=1_700_000_000):
+        env = {**os.environ, "GIT_COMMITTER_DATE": f"@{when_s} +0000", "GIT_AUTHOR_DATE": f"@{when_s} +0000"}
+        subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", message], check=True, env=env)
+    found = commits.problems(tmp_path, since_s=1_700_000_000)  # the first commit is before the rule
+    assert len(found) == 2, found
+    assert "subject of 77 characters (at most 72): Write a subject far" in found[1]
+    assert "no blank line after the subject: Run on" in found[0]
+    with pytest.raises(Exception, match="git log in"):
+        commits.problems(tmp_path / "not-a-repo")
