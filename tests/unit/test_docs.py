@@ -4,6 +4,7 @@ made of (a check's docstring, a property's reference, a profile field's
 description) makes that page differ, so a unit test names it until the
 page is rewritten (``python -m refarch.docs --write``)."""
 
+import re
 import shutil
 
 import pytest
@@ -103,3 +104,13 @@ def test_a_long_subject_or_a_missing_blank_line_is_named(tmp_path):
     assert "no blank line after the subject: Run on" in found[0]
     with pytest.raises(Exception, match="git log in"):
         commits.problems(tmp_path / "not-a-repo")
+
+
+def test_the_readme_stays_short_and_gives_the_two_commands():
+    """The README is the way in, not the manual: at most 200 lines, the two
+    commands, and links into the docs (the rest lives under docs/)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200, f"README.md has {len(text.splitlines())} lines (at most 200): move prose to docs/"
+    assert "ci/main-job.sh" in text and "ci/test.sh" in text, "README.md does not give the two commands"
+    missing = [link for link in re.findall(r"\]\((docs/[^)#]+)", text) if not (ROOT / link).is_file()]
+    assert not missing, f"README.md links to pages that do not exist: {missing}"
