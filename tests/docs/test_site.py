@@ -13,6 +13,7 @@ import pytest
 from refarch import docs
 from refarch.docs import commits
 from refarch.paths import ROOT
+from refarch.report.browser import chromium, console_messages
 from refarch.tools import hostcmds
 
 SITE = ROOT / "site"
@@ -31,11 +32,6 @@ def site():
     return SITE
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                           "--v=0", *args], capture_output=True, text=True, timeout=120, check=False)
-
-
 def test_every_page_of_the_nav_is_built(site):
     import yaml
 
@@ -52,12 +48,12 @@ def test_every_page_of_the_nav_is_built(site):
 def test_the_start_page_renders_without_console_messages_and_is_kept_as_a_screenshot(site):
     hostcmds.preflight(["report"])  # chromium: one line naming the package when missing
     shot = site / "start-page.png"
-    r = _chromium("--window-size=1280,1600", f"--screenshot={shot}", (site / "index.html").as_uri())
+    r = chromium("--window-size=1280,1600", f"--screenshot={shot}", (site / "index.html").as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
-    console = [line for line in r.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    console = console_messages(r.stderr)
     assert not console, f"{site / 'index.html'}: the page logged to the console: {console}"
     assert shot.is_file() and shot.stat().st_size > 10_000, f"no screenshot at {shot}"
-    dom = _chromium("--dump-dom", (site / "index.html").as_uri()).stdout
+    dom = chromium("--dump-dom", (site / "index.html").as_uri()).stdout
     for section in START_PAGE_SECTIONS:
         assert section in dom, f"the start page does not lead to {section}"
     assert "ci/main-job.sh" in dom and "ci/test.sh" in dom, "the start page does not give the two commands"

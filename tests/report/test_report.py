@@ -6,13 +6,13 @@ and the ideal line.  Uses the newest run under runs/ that has results
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from refarch.paths import runs_dir
 from refarch.report import html as report
+from refarch.report.browser import chromium, console_messages
 from refarch.tools import hostcmds
 
 RECORDED = Path(__file__).parents[1] / "unit" / "data" / "report" / "results.json"
@@ -31,22 +31,17 @@ def rendered(tmp_path_factory) -> Path:
     return report.render(results)
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["chromium", "--headless=new", "--no-sandbox", "--disable-gpu", "--enable-logging=stderr",
-                           "--v=0", *args], capture_output=True, text=True, timeout=120, check=False)
-
-
 def test_the_report_renders_without_console_messages_and_is_kept_as_a_screenshot(rendered):
     shot = rendered.with_name("report.png")
-    r = _chromium("--window-size=1280,2400", f"--screenshot={shot}", rendered.as_uri())
+    r = chromium("--window-size=1280,2400", f"--screenshot={shot}", rendered.as_uri())
     assert r.returncode == 0, r.stderr[-2000:]
-    console = [line for line in r.stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+    console = console_messages(r.stderr)
     assert not console, f"{rendered}: the page logged to the console: {console}"
     assert shot.is_file() and shot.stat().st_size > 10_000, f"no screenshot at {shot}"
 
 
 def test_the_plot_shows_measured_points_and_the_ideal_line(rendered):
-    r = _chromium("--dump-dom", rendered.as_uri())
+    r = chromium("--dump-dom", rendered.as_uri())
     dom = r.stdout
     assert 'id="scaling-plot"' in dom, "the scaling plot is not in the page"
     results = json.loads(rendered.with_name("results.json").read_text(encoding="utf-8"))
