@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, TypeAdapter, ValidationError
 
 from ..paths import ROOT, cache_dir, runs_dir
-from .reference import _cell
+from .reference import cell
 
 HISTORY = ROOT / "validation" / "timings.json"
 PAGE = ROOT / "docs" / "reference" / "timings.md"
@@ -290,7 +290,7 @@ def page(history: list[Entry]) -> str:
             cells += [f"{e.figures[c]:.10g}" if c in e.figures else "–" for c in cols]
             cells.append(", ".join(_fmt(n, v) for n, v in e.figures.items() if n not in cols) or "–")
             cells += [e.note or "–", re.sub(r"\b([0-9a-f]{7})[0-9a-f]{33}\b", r"\1", e.source)]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+            lines.append("| " + " | ".join(cell(c) for c in cells) + " |")
         lines.append("")
         if kind in images:
             lines += [f"![{kind} timings](img/{images[kind]})", ""]

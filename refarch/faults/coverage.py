@@ -46,17 +46,25 @@ PROVEN_ELSEWHERE: dict[str, str] = {
                               "VMs: local nodes share the host's clock)",
 }
 
-def checks(root: Path = ROOT) -> list[str]:
-    """The check names (``test_*`` functions of :data:`CHECK_FILES`, read
-    with ``ast``, in file order) and the property ids, sorted, after them."""
-    from .. import properties
 
+def check_functions(root: Path = ROOT) -> list[tuple[str, ast.FunctionDef]]:
+    """(file relative to ``root``, function) of every check: the ``test_*``
+    functions of :data:`CHECK_FILES`, read with ``ast``, in file order (the
+    checks page reads their docstrings and profile reads from them)."""
     out = []
     for rel in CHECK_FILES:
         tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-        out += [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+        out += [(rel, n) for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
                 and n.name != "test_property"]
-    return out + sorted(properties.KNOWN)
+    return out
+
+
+def checks(root: Path = ROOT) -> list[str]:
+    """The check names (:func:`check_functions`) and the property ids,
+    sorted, after them."""
+    from .. import properties
+
+    return [node.name for _rel, node in check_functions(root)] + sorted(properties.KNOWN)
 
 
 def _target(fragment: str) -> str:
