@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,46 +99,86 @@ class VMImage:
     initrd: Path
 
 
+@dataclass(frozen=True)
+class Recipe:
+    """How a Debian VM image is made: ``debootstrap --variant=minbase`` with
+    ``packages``, then ``later`` installed with apt in the tree, then the
+    ``customize`` shell script (``@LATER@`` replaced by ``later``) run in
+    the tree, then ``finish(tree, log)`` from the host (e.g. a virtualenv
+    installed natively), then an ext4 root of ``size`` as a qcow2 base.
+
+    Attributes:
+        name: the cache folder, ``<cache>/<name>/<key>``.
+        extra_inputs: what else the image depends on (JSON-able), hashed
+            into its key with the rest.
+    """
+
+    name: str
+    packages: tuple[str, ...]
+    later: tuple[str, ...]
+    customize: str
+    size: str = "3G"
+    extra_inputs: dict | None = None
+    finish: Callable[[Path, Path], None] | None = None
+
+    def key(self, versions: dict | None = None) -> str:
+        """12 hex chars of the sha256 of the image's inputs."""
+        versions = versions or load_versions()
+        inputs = {"suite": versions["debian_suite"], "packages": sorted(self.packages), "later": list(self.later),
+                  "customize": self.customize, "format": IMAGE_FORMAT}
+        if self.name != "vm-image":
+            inputs.update(size=self.size, extra=self.extra_inputs)
+        return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+
+    def home(self) -> Path:
+        """The image's cache folder."""
+        return cache_dir() / self.name / self.key()
+
+
+#: The role scenarios' VMs.
+SCENARIO_RECIPE = Recipe("vm-image", tuple(VM_PACKAGES), tuple(LATER_PACKAGES), CUSTOMIZE)
+
+
 def image_key(versions: dict | None = None) -> str:
-    """12 hex chars of the sha256 of the image's inputs."""
-    versions = versions or load_versions()
-    inputs = {"suite": versions["debian_suite"], "packages": sorted(VM_PACKAGES), "later": LATER_PACKAGES,
-              "customize": CUSTOMIZE,
-              "format": IMAGE_FORMAT}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+    """12 hex chars of the sha256 of the scenarios' image's inputs."""
+    return SCENARIO_RECIPE.key(versions)
 
 
-def ensure_image(log: Path, timeout_s: float = 1200) -> VMImage:
-    """Build the VM image unless cached (about 2 min cold); return it.
+def ensure_image(log: Path, timeout_s: float = 1200, recipe: Recipe = SCENARIO_RECIPE) -> VMImage:
+    """Build the VM image of ``recipe`` unless cached (the scenarios' image:
+    about 2 min cold); return it.
 
     Raises:
         CommandError: debootstrap, the chroot script or mkfs failed.
         PhaseTimeout: past ``timeout_s`` seconds.
     """
-    key = image_key()
-    home = cache_dir() / "vm-image" / key
-    with cache_lock("vm-image"):
+    home = recipe.home()
+    with cache_lock(recipe.name):
         if not (home / "done").exists():
-            _build_image(home, log, timeout_s)
+            _build_image(recipe, home, log, timeout_s)
     return VMImage(home / "base.qcow2", home / "vmlinuz", home / "initrd.img")
 
 
-def _build_image(home: Path, log: Path, timeout_s: float) -> None:
+def _build_image(recipe: Recipe, home: Path, log: Path, timeout_s: float) -> None:
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
-    work = Path(tempfile.mkdtemp(prefix="vm-image-", dir=cache_dir()))
+    work = Path(tempfile.mkdtemp(prefix=f"{recipe.name}-", dir=cache_dir()))
     try:
         tree = work / "root"
-        proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(VM_PACKAGES),
+        proc.run(["debootstrap", "--variant=minbase", "--include=" + ",".join(recipe.packages),
                   load_versions()["debian_suite"], str(tree)], timeout_s=timeout_s, log=log)
-        (tree / "customize.sh").write_text(CUSTOMIZE.replace("@LATER@", " ".join(LATER_PACKAGES)), encoding="utf-8")
+        (tree / "customize.sh").write_text(recipe.customize.replace("@LATER@", " ".join(recipe.later)),
+                                           encoding="utf-8")
         shutil.copy("/etc/resolv.conf", tree / "etc" / "resolv.conf")
-        proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout_s=300, log=log)
+        proc.run(["chroot", str(tree), "/bin/sh", "/customize.sh"], timeout_s=600, log=log)
         (tree / "customize.sh").unlink()
+        if recipe.finish is not None:
+            recipe.finish(tree, log)
+        (tree / "etc" / "resolv.conf").unlink(missing_ok=True)
         shutil.copy(next(tree.glob("boot/vmlinuz-*")), home / "vmlinuz")
         shutil.copy(next(tree.glob("boot/initrd.img-*")), home / "initrd.img")
         raw = work / "base.img"
-        proc.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(raw), "3G"], timeout_s=300, log=log)
+        proc.run(["mkfs.ext4", "-q", "-F", "-d", str(tree), str(raw), recipe.size], timeout_s=300, log=log)
         proc.run(["qemu-img", "convert", "-O", "qcow2", str(raw), str(home / "base.qcow2")], timeout_s=300, log=log)
         (home / "done").write_text(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), encoding="utf-8")
     finally:

@@ -1,5 +1,9 @@
 """A real OpenStack on this machine: the all-in-one the suite starts itself.
 
+Two modes share one image.  ``fake``: Nova's fake driver, for the fast API
+tests (servers go ACTIVE without a guest).  ``guests``: real guests, see
+below the fake mode's description.
+
 Debian's OpenStack (Zed: keystone, glance with the file store, placement,
 nova api/conductor/scheduler/compute with Nova's fake driver, neutron-server
 with ML2 and routers; MariaDB, RabbitMQ, memcached; one worker each) in one
@@ -17,11 +21,28 @@ local cloud (:mod:`refarch.owner`), its subnet is reserved
 machine-wide, and :func:`stop` (or ``refarch sweep --stale`` once the owner
 is gone) removes exactly those.  The APIs listen on the container's own
 address on that network; nothing listens on the host.
+
+In ``guests`` mode the container is privileged (libvirt, taps, bridges and
+the routers' namespaces, all inside the container's own network namespace),
+nova-compute runs libvirt with QEMU's TCG, Neutron's Linux bridge agent
+enforces security groups with iptables and its L3 agent routes, SNATs and
+maps floating IPs.  The start reserves a /23: its low half is the podman
+network, its high half the external network.  A veth pair joins the host to
+that external network: its host end holds :attr:`AllInOne.host_address`
+(the admin's vantage point: the profile's ``admin_cidr`` becomes that /32),
+its other end is ``ext0`` in the container, the Linux bridge agent's
+physnet1.  The external subnet's gateway address is held by nobody, so a
+guest's packet for anywhere else goes nowhere; whatever the suite sends to a
+floating IP leaves by that veth, which :func:`check_route` proves before
+the first packet.  Guests boot the suite's own image
+(:mod:`refarch.clouds.aio.guestimage`) from a config drive.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
+import json
 import secrets
 import shutil
 import tempfile
@@ -50,15 +71,26 @@ ADMIN_CLOUD = "aio-admin"
 #: Seconds a start may take until every API answers (measured: about 60 s
 #: warm on 2 cores).
 READY_TIMEOUT_S = 600
+#: The modes a start takes (see the module's docstring).
+MODES = ("fake", "guests")
+#: The external network's subnet in fake mode (TEST-NET-3: nothing routes it).
+FAKE_EXTERNAL_CIDR = "203.0.113.0/24"
+#: libvirt's CPU model of the guests: AVX and AVX2 for TensorFlow's wheels,
+#: emulated by QEMU 7.2's TCG.
+GUEST_CPU_MODEL = "Haswell-noTSX"
+#: vCPUs and root disk (GB) of the profile's flavor.
+FLAVOR_VCPUS = 1
+FLAVOR_DISK_GB = 10
 
 
 def image_inputs(versions: dict | None = None) -> dict:
     """The build inputs (JSON-able): the suite and every file of this folder
-    but the Python module itself."""
+    but the package's own Python modules (``*.py`` at its top: the code that
+    drives the all-in-one is not in the image)."""
     versions = versions or load_versions()
     files = {str(p.relative_to(HERE)): hashlib.sha256(p.read_bytes()).hexdigest()
              for p in sorted(HERE.rglob("*")) if p.is_file() and p.suffix not in (".pyc",)
-             and p.name != "__init__.py" and "__pycache__" not in p.parts}
+             and not (p.parent == HERE and p.suffix == ".py") and "__pycache__" not in p.parts}
     return {"suite": versions["debian_suite"], "files": files}
 
 
@@ -98,6 +130,11 @@ class AllInOne:
         address: the APIs' address (keystone at ``http://<address>:5000/v3``).
         clouds_yaml: entries :data:`ADMIN_CLOUD` and the profile's ``openstack.cloud``.
         ready_s: seconds from ``podman run`` until every API answered.
+        mode: ``fake`` or ``guests``.
+        external_cidr: the external network's subnet (floating IPs).
+        host_address: guests mode: the host's address on the external
+            network (the admin's vantage point); None in fake mode.
+        host_link: guests mode: the host's end of the veth pair to it.
     """
 
     run_id: str
@@ -106,49 +143,113 @@ class AllInOne:
     address: str
     clouds_yaml: Path
     ready_s: float
+    mode: str = "fake"
+    external_cidr: str = FAKE_EXTERNAL_CIDR
+    host_address: str | None = None
+    host_link: str | None = None
+
+    def overrides(self) -> dict:
+        """Profile overrides a run on this all-in-one needs: in guests mode
+        SSH is admitted from :attr:`host_address` only."""
+        return {"openstack.admin_cidr": f"{self.host_address}/32"} if self.host_address else {}
 
 
-def start(profile: Profile, log_name: str = "aio.log") -> AllInOne:
-    """Start an all-in-one for ``profile`` (its ``openstack`` section names
-    the image, flavor, external network, project user and clouds.yaml entry
-    to make) and wait until it serves them.  A failure removes what was made.
+def start(profile: Profile, mode: str = "fake", log_name: str = "aio.log") -> AllInOne:
+    """Start an all-in-one in ``mode`` for ``profile`` (its ``openstack``
+    section names the image, flavor, external network, project user and
+    clouds.yaml entry to make) and wait until it serves them.  In guests
+    mode the guest image is built first unless cached (with the node image
+    and the wheelhouse it installs).  A failure removes what was made.
 
     Raises:
-        RefarchError: the profile is not an OpenStack one.
+        RefarchError: the profile is not an OpenStack one, or an unknown mode.
         CommandError, PhaseTimeout: the image build or a start step failed.
     """
     if profile.openstack is None:
         raise RefarchError(f"profile {profile.name}: no openstack section to start an all-in-one for")
+    if mode not in MODES:
+        raise RefarchError(f"all-in-one mode {mode!r}: expected one of {', '.join(MODES)}")
     rundir = RunDir.create(new_run_id("aio"))
     log = rundir.logs / log_name
     tag = ensure_image(log)
+    guest = _guest_image(log) if mode == "guests" else None
     owner = Owner.current(rundir.path)
     labels = [a for k, v in {LABEL_RUN_ID: rundir.run_id, **owner.labels()}.items() for a in ("--label", f"{k}={v}")]
     name = f"{rundir.run_id}-openstack"
     try:
-        subnet = localcloud.reserve_subnet(SUBNET_POOL, 24, rundir.run_id, owner)
+        block = localcloud.reserve_subnet(SUBNET_POOL, 24 if mode == "fake" else 23, rundir.run_id, owner)
+        subnet, external = (block, FAKE_EXTERNAL_CIDR) if mode == "fake" else localcloud.split_block(block)
         proc.run(["podman", "network", "create", "--subnet", subnet, *labels, f"{rundir.run_id}-net"],
                  timeout_s=60, log=log)
         started = time.monotonic()
+        extra = ["--privileged"] if mode == "guests" else []
         proc.run(["podman", "run", "-d", "--name", name, "--hostname", "aio", "--network", f"{rundir.run_id}-net",
                   "--runtime", "runc", "--systemd=always", "--ulimit", "nofile=16384:16384",
-                  "--ulimit", "nproc=4096:8192", "--stop-timeout", "30", *labels, tag], timeout_s=120, log=log)
+                  "--ulimit", "nproc=4096:8192", "--stop-timeout", "30", *extra, *labels, tag],
+                 timeout_s=120, log=log)
         address = proc.run(["podman", "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
                             name], timeout_s=30).stdout.strip()
+        host_address = host_link = None
+        if mode == "guests":
+            host_link, host_address = _join_external(name, rundir.run_id, external, log)
         admin_pw, service_pw, user_pw = (secrets.token_urlsafe(18) for _ in range(3))
-        proc.run(["podman", "exec", name, "/usr/local/sbin/aio-firstboot", address, admin_pw, service_pw],
-                 timeout_s=READY_TIMEOUT_S, log=log, stream=True)
+        proc.run(["podman", "exec", name, "/usr/local/sbin/aio-firstboot", address, admin_pw, service_pw, mode,
+                  GUEST_CPU_MODEL], timeout_s=READY_TIMEOUT_S, log=log, stream=True)
         clouds_yaml = write_private(rundir.path / "clouds.yaml", yaml.safe_dump({"clouds": {
             ADMIN_CLOUD: _entry(address, "admin", admin_pw, "admin"),
             profile.openstack.cloud: _entry(address, profile.openstack.ci_user or "demo", user_pw, "demo"),
         }}))
-        _make_resources(profile, clouds_yaml, user_pw)
-        aio = AllInOne(rundir.run_id, rundir, name, address, clouds_yaml, round(time.monotonic() - started, 1))
-        rundir.update_meta(cloud="openstack-aio", image=tag, address=address, ready_s=aio.ready_s, kept=False)
+        _make_resources(profile, clouds_yaml, user_pw, external, guest)
+        aio = AllInOne(rundir.run_id, rundir, name, address, clouds_yaml, round(time.monotonic() - started, 1),
+                       mode, external, host_address, host_link)
+        rundir.update_meta(cloud="openstack-aio", image=tag, address=address, ready_s=aio.ready_s, kept=False,
+                           mode=mode, external_cidr=external, host_address=host_address, host_link=host_link)
         return aio
     except BaseException:
         stop_run(rundir, log)
         raise
+
+
+def _guest_image(log: Path):
+    """The guest image (and the node image and wheelhouse it is made from)."""
+    from .. import image, wheelhouse
+    from .guestimage import ensure_guest_image
+
+    node_image = image.ensure_image(log)
+    return ensure_guest_image(wheelhouse.ensure_wheelhouse(node_image, log, 1800), log)
+
+
+def _join_external(container: str, run_id: str, external: str, log: Path) -> tuple[str, str]:
+    """Join the host to the external network: a veth pair whose host end
+    holds the external subnet's second address and whose other end becomes
+    ``ext0`` in ``container``.  Returns (host end, host address)."""
+    net = ipaddress.ip_network(external)
+    host_address = str(net.network_address + 2)
+    link = f"rfx{run_id[-6:]}"
+    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout_s=30).stdout.strip()
+    proc.run(["ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}c"], timeout_s=30, log=log)
+    proc.run(["ip", "link", "set", f"{link}c", "netns", pid], timeout_s=30, log=log)
+    proc.run(["nsenter", "-t", pid, "-n", "ip", "link", "set", f"{link}c", "name", "ext0"], timeout_s=30, log=log)
+    proc.run(["nsenter", "-t", pid, "-n", "ip", "link", "set", "ext0", "up"], timeout_s=30, log=log)
+    proc.run(["ip", "address", "add", f"{host_address}/{net.prefixlen}", "dev", link], timeout_s=30, log=log)
+    proc.run(["ip", "link", "set", link, "up"], timeout_s=30, log=log)
+    return link, host_address
+
+
+def check_route(aio: AllInOne, address: str) -> None:
+    """Prove that a packet from the host to ``address`` (a floating IP)
+    leaves by the all-in-one's veth, never by the host's default route.
+
+    Raises:
+        RefarchError: naming the device the kernel would use instead.
+    """
+    if aio.host_link is None:
+        raise RefarchError(f"all-in-one {aio.run_id} runs fake servers: no route to {address} to check")
+    route = json.loads(proc.run(["ip", "-j", "route", "get", address], timeout_s=10).stdout)[0]
+    if route.get("dev") != aio.host_link or "gateway" in route:
+        raise RefarchError(f"a packet to {address} would leave by {route.get('dev')}"
+                           f"{' via ' + route['gateway'] if 'gateway' in route else ''}, not by the all-in-one's "
+                           f"external link {aio.host_link}: refusing to send it")
 
 
 def _entry(address: str, user: str, password: str, project: str) -> dict:
@@ -157,23 +258,39 @@ def _entry(address: str, user: str, password: str, project: str) -> dict:
             "region_name": "RegionOne", "interface": "public", "identity_api_version": 3}
 
 
-def _make_resources(profile: Profile, clouds_yaml: Path, user_password: str) -> None:
+def _make_resources(profile: Profile, clouds_yaml: Path, user_password: str, external: str, guest=None) -> None:
     """What the profile expects of the cloud: its flavor (the profile's node
-    memory, 1 vCPU, 10 GB disk), an image, the external network with a
-    floating-IP subnet (203.0.113.0/24, TEST-NET-3), and project ``demo``
-    with the profile's user holding its role."""
+    memory, :data:`FLAVOR_VCPUS`, :data:`FLAVOR_DISK_GB`), an image (fake
+    mode: a few bytes; guests mode: the guest image's kernel, ramdisk and
+    qcow2 root), the external network with its floating-IP subnet
+    ``external`` (gateway: the first address, held by nobody), and project
+    ``demo`` with the profile's user holding its role."""
     from ..openstack import connect
 
     s = profile.openstack
     conn = connect(ADMIN_CLOUD, str(clouds_yaml))
-    conn.compute.create_flavor(name=s.flavor_name, vcpus=1, ram=profile.nodes.flavor.memory_mb, disk=10)
-    conn.image.create_image(name=s.image_name, data=b"refarch all-in-one: no guest boots from these bytes\n",
-                            disk_format="raw", container_format="bare", visibility="public")
+    conn.compute.create_flavor(name=s.flavor_name, vcpus=FLAVOR_VCPUS, ram=profile.nodes.flavor.memory_mb,
+                               disk=FLAVOR_DISK_GB)
+    if guest is None:
+        conn.image.create_image(name=s.image_name, data=b"refarch all-in-one: no guest boots from these bytes\n",
+                                disk_format="raw", container_format="bare", visibility="public")
+    else:
+        from .guestimage import COMMAND_LINE
+
+        kernel = conn.create_image(f"{s.image_name}-kernel", filename=str(guest.kernel), disk_format="aki",
+                                   container_format="aki", visibility="public", wait=True)
+        ramdisk = conn.create_image(f"{s.image_name}-ramdisk", filename=str(guest.initrd), disk_format="ari",
+                                    container_format="ari", visibility="public", wait=True)
+        conn.create_image(s.image_name, filename=str(guest.base), disk_format="qcow2", container_format="bare",
+                          visibility="public", wait=True, kernel_id=kernel.id, ramdisk_id=ramdisk.id,
+                          os_command_line=COMMAND_LINE, hw_rng_model="virtio")
+    net = ipaddress.ip_network(external)
+    hosts = list(net.hosts())
     public = conn.network.create_network(name=s.external_network, is_router_external=True,
                                          provider_network_type="flat", provider_physical_network="physnet1")
     conn.network.create_subnet(name=f"{s.external_network}-subnet", network_id=public.id, ip_version=4,
-                               cidr="203.0.113.0/24", gateway_ip="203.0.113.1", is_dhcp_enabled=False,
-                               allocation_pools=[{"start": "203.0.113.10", "end": "203.0.113.250"}])
+                               cidr=external, gateway_ip=str(hosts[0]), is_dhcp_enabled=False,
+                               allocation_pools=[{"start": str(hosts[9]), "end": str(hosts[-5])}])
     project = conn.identity.create_project(name="demo", domain_id="default", description="the suite's project")
     user = conn.identity.create_user(name=s.ci_user or "demo", password=user_password, domain_id="default",
                                      default_project_id=project.id)

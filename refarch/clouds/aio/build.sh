@@ -5,8 +5,10 @@
 #   build.sh ROOT IMAGE SUITE
 # ROOT: an empty folder to build in (the caller removes it); IMAGE: the tag.
 # Called by refarch/clouds/aio/__init__.py (ensure_image), which keys IMAGE
-# on this folder's files.  Nova's compute service runs from python3-nova with
-# the suite's unit (the nova-compute package pulls in libvirt and QEMU).
+# on this folder's files.  One image serves both modes (aio-firstboot's
+# MODE): Nova's fake driver, or real guests under QEMU's TCG through libvirt
+# with Neutron's Linux bridge and L3 agents; nova-compute runs with the
+# suite's unit either way.
 set -euo pipefail
 ROOT=$1; IMAGE=$2; SUITE=$3
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +38,9 @@ in_root apt-get install -y -q --no-install-recommends debconf-utils
 in_root debconf-set-selections /tmp/preseed.txt
 in_root apt-get install -y -q --no-install-recommends mariadb-server python3-pymysql rabbitmq-server \
     memcached python3-memcache keystone glance-api placement-api nova-api nova-conductor nova-scheduler \
-    python3-nova neutron-server python3-openstackclient python3-openstacksdk curl procps
+    python3-nova neutron-server python3-openstackclient python3-openstacksdk curl procps \
+    nova-compute-qemu libvirt-daemon-system qemu-utils genisoimage neutron-linuxbridge-agent neutron-l3-agent neutron-dhcp-agent dnsmasq-base \
+    iptables ebtables ipset conntrack sudo iputils-ping netcat-openbsd
 in_root apt-get clean
 rm -rf "$ROOT/var/lib/apt/lists/"* "$ROOT/tmp/preseed.txt"
 
@@ -47,11 +51,19 @@ install -m 640 "$HERE/etc/placement.conf" "$ROOT/etc/placement/placement.conf"
 install -m 640 "$HERE/etc/nova.conf" "$ROOT/etc/nova/nova.conf"
 install -m 640 "$HERE/etc/neutron.conf" "$ROOT/etc/neutron/neutron.conf"
 install -m 640 "$HERE/etc/ml2_conf.ini" "$ROOT/etc/neutron/plugins/ml2/ml2_conf.ini"
+install -m 640 "$HERE/etc/linuxbridge_agent.ini" "$ROOT/etc/neutron/plugins/ml2/linuxbridge_agent.ini"
+install -m 640 "$HERE/etc/l3_agent.ini" "$ROOT/etc/neutron/l3_agent.ini"
+install -m 640 "$HERE/etc/dhcp_agent.ini" "$ROOT/etc/neutron/dhcp_agent.ini"
+install -m 644 "$HERE/etc/libvirt-qemu.conf" "$ROOT/etc/libvirt/qemu.conf"
+# No libvirt network: Neutron plugs the guests.
+rm -f "$ROOT"/etc/libvirt/qemu/networks/autostart/*.xml
+in_root usermod -a -G libvirt,kvm nova
 in_root chgrp keystone /etc/keystone/keystone.conf
 in_root chgrp glance /etc/glance/glance-api.conf
 in_root chgrp placement /etc/placement/placement.conf
 in_root chgrp nova /etc/nova/nova.conf
-in_root chgrp neutron /etc/neutron/neutron.conf /etc/neutron/plugins/ml2/ml2_conf.ini
+in_root chgrp neutron /etc/neutron/neutron.conf /etc/neutron/plugins/ml2/ml2_conf.ini \
+    /etc/neutron/plugins/ml2/linuxbridge_agent.ini /etc/neutron/l3_agent.ini /etc/neutron/dhcp_agent.ini
 # Few uwsgi workers per API; no AppArmor in a container.  keystone and
 # placement take threads; nova-api and neutron-api use eventlet, whose
 # greenlets cannot switch between uwsgi threads ("greenlet.error: cannot
@@ -120,7 +132,8 @@ done
 in_root systemctl enable mariadb.service rabbitmq-server.service memcached.service >/dev/null 2>&1 || true
 # The OpenStack services start from aio-firstboot, after keystone's bootstrap.
 for unit in keystone glance-api placement-api nova-api nova-conductor nova-scheduler nova-compute \
-            neutron-api neutron-rpc-server; do
+            neutron-api neutron-rpc-server neutron-linuxbridge-agent neutron-l3-agent neutron-dhcp-agent neutron-metadata-agent \
+            libvirtd virtqemud virtlogd libvirt-guests iscsid open-iscsi haproxy keepalived radvd dnsmasq; do
     in_root systemctl disable "$unit.service" >/dev/null 2>&1 || true
 done
 # A container cannot raise its limits above podman run's --ulimit.
