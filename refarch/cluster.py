@@ -176,6 +176,10 @@ class Cluster:
             self.contract = Contract.from_outputs(outputs)
             self.contract.save(self.rundir.contract_file)
             self.contract.write_ssh_config(ssh / "config")
+            # A node that did not boot is named with its cause here, not as
+            # an SSH timeout later.
+            self.driver.await_nodes(self.context, [n.name for n in self.contract.nodes],
+                                    self.profile.timeouts_s.deploy)
         return self.contract
 
     def inventory_path(self) -> Path:

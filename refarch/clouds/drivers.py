@@ -82,6 +82,10 @@ class LocalCloud:
             "admin_cidrs": [admin_cidr],
         }
 
+    def await_nodes(self, run: RunContext, names: list[str], timeout_s: float) -> dict[str, float]:
+        """See CloudDriver.await_nodes: nothing to wait for."""
+        return {name: 0.0 for name in names}
+
     def tf_env(self, run: RunContext) -> dict:
         """See CloudDriver.tf_env: nothing."""
         return {}

@@ -107,6 +107,14 @@ class OpenStackCloud:
                                "size_gb": storage.size_gb},
         }
 
+    def await_nodes(self, run: RunContext, names: list[str], timeout_s: float) -> dict[str, float]:
+        """See CloudDriver.await_nodes: Nova's fault for a server in ERROR,
+        then cloud-init's final message on each console log."""
+        from . import openstack_nodes as osnodes
+
+        took = osnodes.await_boot(self.conn(run), [f"{run.run_id}-{n}" for n in names], timeout_s)
+        return {name[len(run.run_id) + 1:]: s for name, s in took.items()}
+
     def tf_env(self, run: RunContext) -> dict:
         """See CloudDriver.tf_env: the throwaway project's clouds.yaml entry,
         or the profile's cloud, and a CLI config that installs the pinned

@@ -155,3 +155,60 @@ def heal(conn, before: dict[str, list[str]]) -> None:
     """Give each port the security groups :func:`partition` saved."""
     for port_id, groups in before.items():
         conn.network.update_port(port_id, security_groups=groups)
+
+
+#: What cloud-init prints on the console when it is done (its final
+#: module's message, ``Cloud-init v. <version> finished at ... Datasource
+#: <name> ...``), and the datasource that means no keys reached the node.
+CLOUD_INIT_FINISHED = "Cloud-init v. "
+NO_DATASOURCE = "DataSourceNone"
+#: Console lines that mean cloud-init failed (a module's traceback, a unit
+#: that failed to start).
+CLOUD_INIT_FAILED = ("Failed to start cloud-init", "Failed to start cloud-final", "Traceback (most recent call last)",
+                     "cc_scripts_user.py[WARNING]", "Failed to run module")
+
+
+def await_boot(conn, server_names: list[str], timeout_s: float, poll_s: float = 5,
+               clock=time.monotonic, sleep=time.sleep) -> dict[str, float]:
+    """Wait until every server's guest has booted: ACTIVE, and cloud-init
+    has printed its final message on the console log, from a datasource
+    other than DataSourceNone.  Returns the seconds each took.
+
+    A server in ERROR is named with Nova's fault (the scheduler's or the
+    compute's reason) at once, before any SSH; a cloud-init failure is
+    named with the console lines that show it.
+
+    Raises:
+        RefarchError: ``node <name>: ...`` with the cause.
+    """
+    start = clock()
+    waiting = {name: None for name in server_names}
+    done: dict[str, float] = {}
+    while True:
+        for name in [n for n in waiting if n not in done]:
+            server = conn.compute.get_server(_server(conn, name))
+            if server.status == "ERROR":
+                fault = server.fault or {}
+                raise RefarchError(f"node {name}: server in ERROR: {fault.get('message') or 'Nova recorded no fault'}"
+                                   f"{' (code ' + str(fault['code']) + ')' if fault.get('code') else ''}")
+            if server.status != "ACTIVE":
+                continue
+            console = conn.compute.get_server_console_output(server).get("output") or ""
+            lines = console.splitlines()
+            failed = [line for line in lines if any(mark in line for mark in CLOUD_INIT_FAILED)]
+            if failed:
+                raise RefarchError(f"node {name}: cloud-init failed (console log): " + " | ".join(failed[-3:]))
+            finished = [line for line in lines if line.startswith(CLOUD_INIT_FINISHED) and "finished" in line]
+            if finished:
+                if NO_DATASOURCE in finished[-1]:
+                    raise RefarchError(f"node {name}: cloud-init found no datasource (DataSourceNone): no user data, "
+                                       f"no keys: {finished[-1].strip()}")
+                done[name] = round(clock() - start, 1)
+            waiting[name] = lines[-1].strip() if lines else ""
+        if len(done) == len(waiting):
+            return done
+        if clock() - start > timeout_s:
+            late = [n for n in waiting if n not in done]
+            raise RefarchError(f"node {late[0]}: not booted within {timeout_s:.0f} s; its console's last line: "
+                               f"{waiting[late[0]] or '(empty)'}")
+        sleep(poll_s)

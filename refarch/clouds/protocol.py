@@ -155,6 +155,17 @@ class CloudDriver(Protocol):
         """Extra environment for Terraform (name -> value; ``OS_CLOUD`` and
         ``OS_CLIENT_CONFIG_FILE`` on OpenStack, nothing on the local cloud)."""
 
+    def await_nodes(self, run: RunContext, names: list[str], timeout_s: float) -> dict[str, float]:
+        """Wait after ``terraform apply`` until nodes ``names`` have booted
+        (OpenStack: ACTIVE and cloud-init finished on the console log; local:
+        nothing to wait for, the containers run when apply returns); returns
+        the seconds each took.
+
+        Raises:
+            RefarchError: ``node <name>: <cause>`` (a server's fault, a
+                cloud-init failure, or the console's last line at the timeout).
+        """
+
     def ansible_vars(self, run: RunContext) -> dict:
         """The cloud's extra inventory variables for ``site.yml``:
         ``{"horovod_wheelhouse_src": <controller path of the wheelhouse, or

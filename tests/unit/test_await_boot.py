@@ -1,0 +1,72 @@
+"""The OpenStack boot wait (refarch.clouds.openstack_nodes.await_boot) on
+recorded shapes of Nova's answers: a server in ERROR is named with its
+fault before any SSH, a cloud-init failure and a fall-back to
+DataSourceNone with the console's lines, a slow guest with its last line."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from refarch.clouds.openstack_nodes import await_boot
+from refarch.errors import RefarchError
+
+FINISHED = ("Cloud-init v. 22.4.2 finished at Mon, 07 Dec 2026 04:10:01 +0000. Datasource "
+            "DataSourceConfigDrive [net,ver=2][source=/dev/sr0].  Up 151.07 seconds")
+
+
+class Compute:
+    def __init__(self, servers):
+        self.servers = servers
+
+    def find_server(self, name, ignore_missing=True):
+        return name if name in self.servers else None
+
+    def get_server(self, name):
+        status, fault, _ = self.servers[name]
+        return SimpleNamespace(name=name, status=status, fault=fault)
+
+    def get_server_console_output(self, server):
+        return {"output": self.servers[server.name][2]}
+
+
+def conn(**servers):
+    return SimpleNamespace(compute=Compute(servers))
+
+
+def clock():
+    ticks = iter(range(0, 10_000, 5))
+    return lambda: next(ticks)
+
+
+def test_every_node_booted_returns_the_seconds():
+    c = conn(**{"r-node1": ("ACTIVE", None, f"boot\n{FINISHED}\n"), "r-node2": ("ACTIVE", None, FINISHED)})
+    took = await_boot(c, ["r-node1", "r-node2"], 60, clock=clock(), sleep=lambda s: None)
+    assert set(took) == {"r-node1", "r-node2"}
+
+
+def test_a_server_in_error_is_named_with_novas_fault():
+    fault = {"code": 500, "message": "No valid host was found. There are not enough hosts available."}
+    c = conn(**{"r-node1": ("ACTIVE", None, FINISHED), "r-node2": ("ERROR", fault, "")})
+    with pytest.raises(RefarchError, match=r"^node r-node2: server in ERROR: No valid host was found\..* \(code 500\)$"):
+        await_boot(c, ["r-node1", "r-node2"], 60, clock=clock(), sleep=lambda s: None)
+
+
+def test_failed_user_data_is_named_from_the_console_log():
+    console = ("[  61.2] cloud-init[612]: 2026-12-07 04:09:01,001 - cc_scripts_user.py[WARNING]: Failed to run module "
+               "scripts_user (scripts in /var/lib/cloud/instance/scripts)\n")
+    c = conn(**{"r-node1": ("ACTIVE", None, console)})
+    with pytest.raises(RefarchError, match=r"^node r-node1: cloud-init failed \(console log\): .*scripts_user"):
+        await_boot(c, ["r-node1"], 60, clock=clock(), sleep=lambda s: None)
+
+
+def test_datasource_none_means_no_keys():
+    c = conn(**{"r-node1": ("ACTIVE", None, FINISHED.replace("DataSourceConfigDrive [net,ver=2][source=/dev/sr0]",
+                                                              "DataSourceNone"))})
+    with pytest.raises(RefarchError, match=r"^node r-node1: cloud-init found no datasource"):
+        await_boot(c, ["r-node1"], 60, clock=clock(), sleep=lambda s: None)
+
+
+def test_a_slow_guest_is_named_with_its_consoles_last_line():
+    c = conn(**{"r-node1": ("ACTIVE", None, "[  14.7] systemd[1]: Hostname set to <vm>.\n")})
+    with pytest.raises(RefarchError, match=r"^node r-node1: not booted within 20 s; .*Hostname set to <vm>\.$"):
+        await_boot(c, ["r-node1"], 20, clock=clock(), sleep=lambda s: None)
