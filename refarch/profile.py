@@ -218,6 +218,13 @@ class OpenStackSettings(_Strict):
     """Cinder volume type of the share's volume (None: the cloud's default)."""
     availability_zone: str | None = None
     """Availability zone of the nodes and the share's volume (None: the cloud's default)."""
+    guest_os: bool = True
+    """False: the servers boot no guest OS (Nova's fake driver): after apply the suite waits for ACTIVE only, not
+    for cloud-init's final message on the console log."""
+    all_in_one: Literal["fake", "guests"] | None = None
+    """The suite's own all-in-one serves this profile (refarch/clouds/aio): a kept one in this mode
+    (``refarch aio up``) or one the run starts and stops; its clouds.yaml and, in guests mode, the host's
+    address on its external network as ``admin_cidr`` are used.  None: a real cloud from clouds.yaml."""
 
     @field_validator("admin_cidr", "subnet_cidr")
     @classmethod

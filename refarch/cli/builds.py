@@ -102,6 +102,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Add this module's commands (cache, vm, roles, toolset) to the ``refarch``
     parser's subcommands."""
 
+    ai = sub.add_parser("aio", help="the suite's OpenStack all-in-one, kept as a development cloud (up, down, list)",
+                        description="up: start an all-in-one and keep it (a profile with openstack.all_in_one uses "
+                                    "a kept one of its mode); down RUN_ID: stop it, nothing of it left; list: the "
+                                    "running ones")
+    ai.add_argument("action", choices=["up", "down", "list"])
+    ai.add_argument("run_id", nargs="?", help="down: the all-in-one's run id (aio-...)")
+    ai.add_argument("--mode", choices=["fake", "guests"], default="guests",
+                    help="up: fake servers (API only) or real guests (default guests)")
+    ai.add_argument("--profile", default=None,
+                    help="up: the profile whose flavor, image and network it makes (default openstack-aio for fake, "
+                         "openstack-aio-guests for guests)")
+    ai.set_defaults(func=aio_command)
     cc = sub.add_parser("cache", help="list or prune the node images and wheelhouses (one per pin set)",
                         description="node images (podman) and wheelhouses (~/.cache/refarch): list them, or "
                                     "prune all but the current pins' and the KEEP newest others")
@@ -150,3 +162,31 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     tst.add_argument("env", help="a tox environment: lint, policy, unit, gate")
     tst.add_argument("posargs", nargs=argparse.REMAINDER, help="its {posargs}, after --")
     tst.set_defaults(func=toolset)
+
+
+def aio_command(args) -> int:
+    """``refarch aio up|down|list``: one line per all-in-one.
+
+    Raises:
+        RefarchError: down without a run id of a running all-in-one.
+    """
+    from ..clouds import aio
+    from ..profile import load_profile
+
+    if args.action == "list":
+        for a in aio.running():
+            kept = "kept" if a.rundir.read_meta().get("kept") else "owned by a run"
+            print(f"{a.run_id}  {a.mode}  {a.address}  {kept}  OS_CLIENT_CONFIG_FILE={a.clouds_yaml}")
+        return 0
+    if args.action == "down":
+        if not args.run_id or args.run_id not in {a.run_id for a in aio.running()}:
+            raise RefarchError(f"aio down: {args.run_id or 'a run id'} is no running all-in-one (refarch aio list)")
+        removed = aio.stop_run(RunDir.open(args.run_id), RunDir.open(args.run_id).logs / "aio.log")
+        print(f"{args.run_id}: removed {removed}")
+        return 0
+    profile = load_profile(args.profile or ("openstack-aio-guests" if args.mode == "guests" else "openstack-aio"))
+    a = aio.start(profile, args.mode)
+    a.rundir.update_meta(kept=True)
+    print(f"{a.run_id}  {a.mode}  {a.address}  ready in {a.ready_s} s")
+    print(f"export OS_CLIENT_CONFIG_FILE={a.clouds_yaml}")
+    return 0

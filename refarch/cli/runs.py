@@ -25,7 +25,14 @@ from ..run import RunDir, orphaned_runs, validate_run_id
 
 
 def up(args) -> int:
-    cluster = Cluster.create(args.profile, parse_overrides(args.set), run_id=args.run_id)
+    from ..clouds import aio
+
+    overrides, _, served, owned = aio.serve_profile(args.profile, parse_overrides(args.set))
+    if owned:
+        served.rundir.update_meta(kept=True)
+        print(f"refarch: started the all-in-one {served.run_id} and kept it: `refarch aio down {served.run_id}` "
+              f"stops it", file=sys.stderr)
+    cluster = Cluster.create(args.profile, overrides, run_id=args.run_id)
     print(f"run id: {cluster.run_id}", flush=True)
 
     def teardown():

@@ -48,6 +48,10 @@ class OpenStackCloud:
         from . import openstack as ostk
 
         if self._conn is None:
+            if run.profile.openstack.all_in_one:
+                from . import aio
+
+                aio.serve_run(run.rundir.read_meta())
             self._conn = ostk.connect(run.profile.openstack.cloud)
         return self._conn
 
@@ -64,6 +68,10 @@ class OpenStackCloud:
         settings = run.profile.openstack
         conn = self.conn(run)
         with run.phase("prepare"):
+            if settings.all_in_one:
+                from . import aio
+
+                run.rundir.update_meta(all_in_one=aio.current().run_id)
             meta = run.rundir.read_meta()
             project = meta.get("project")
             if settings.project_mode == "throwaway" and "project" not in meta:
@@ -112,7 +120,13 @@ class OpenStackCloud:
         then cloud-init's final message on each console log."""
         from . import openstack_nodes as osnodes
 
-        took = osnodes.await_boot(self.conn(run), [f"{run.run_id}-{n}" for n in names], timeout_s)
+        took = osnodes.await_boot(self.conn(run), [f"{run.run_id}-{n}" for n in names], timeout_s,
+                                  guest_os=run.profile.openstack.guest_os)
+        if run.profile.openstack.all_in_one == "guests" and run.contract and run.contract.ssh_bastion:
+            # Before the first packet to the floating IP (Ansible's SSH).
+            from . import aio
+
+            aio.check_route(aio.current(), run.contract.ssh_bastion["address"])
         return {name[len(run.run_id) + 1:]: s for name, s in took.items()}
 
     def tf_env(self, run: RunContext) -> dict:
@@ -123,14 +137,26 @@ class OpenStackCloud:
 
         mirror = providers.ensure_providers(run.rundir.logs / "providers.log")
         env = {"TF_CLI_CONFIG_FILE": str(providers.write_cli_config(run.rundir.path / "terraform.tfrc", mirror))}
-        project = run.rundir.read_meta().get("project")
+        meta = run.rundir.read_meta()
+        project = meta.get("project")
         if project:
             return {**env, "OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
+        if run.profile.openstack.all_in_one:
+            from . import aio
+
+            aio.serve_run(meta)
         return {**env, "OS_CLOUD": run.profile.openstack.cloud}
 
     def ansible_vars(self, run: RunContext) -> dict:
-        """See CloudDriver.ansible_vars: no wheelhouse."""
-        # GPU builds of Horovod need CUDA and NCCL: built on the cluster itself.
+        """See CloudDriver.ansible_vars: no wheelhouse (GPU builds of
+        Horovod need CUDA and NCCL: built on the cluster itself), but on the
+        all-in-one's guests the suite's wheelhouse, which their image carries
+        on the share already (they reach no package index)."""
+        if run.profile.openstack.all_in_one == "guests":
+            from ..paths import cache_dir
+            from .wheelhouse import wheelhouse_key
+
+            return {"horovod_wheelhouse_src": str(cache_dir() / "wheelhouse" / wheelhouse_key())}
         return {"horovod_wheelhouse_src": ""}
 
     def stop_node(self, run: RunContext, name: str) -> None:

@@ -93,8 +93,10 @@ def pytest_configure(config):
             meta = RunDir.open(validate_run_id(run_id)).read_meta()
             name, overrides = meta["profile"], meta.get("overrides", {})
             profile = load_profile(name, overrides)
+            _all_in_one(config, name, overrides, profile)
         else:
             profile = load_profile(name, overrides)
+            overrides, profile = _all_in_one(config, name, overrides, profile)
             preflight(profile)
             run_id = new_run_id()
     except RefarchError as exc:
@@ -114,6 +116,20 @@ def pytest_configure(config):
     lifecycle.NOTIFY = lambda line: say(config, line)
     if not getattr(config.option, "xmlpath", None):
         config.option.xmlpath = str(RunDir.at(runs_dir() / run_id).junit_file)
+
+
+def _all_in_one(config, name: str, overrides: dict, profile: Profile) -> tuple[dict, Profile]:
+    """For a profile served by the suite's all-in-one: the one chosen by
+    :func:`refarch.clouds.aio.serve_profile`, stopped when pytest ends if
+    this session started it."""
+    if profile.openstack is None or profile.openstack.all_in_one is None:
+        return overrides, profile
+    from ..clouds import aio
+
+    overrides, profile, started, owned = aio.serve_profile(name, overrides)
+    if owned:
+        config.add_cleanup(lambda: aio.stop(started))
+    return overrides, profile
 
 
 def existing_hosts_contract(spec: str, profile: Profile) -> Contract:

@@ -297,6 +297,126 @@ def _make_resources(profile: Profile, clouds_yaml: Path, user_password: str, ext
     conn.grant_role(conn.identity.find_role(s.role).id, user=user.id, project=project.id)
 
 
+def load(rundir: RunDir) -> AllInOne:
+    """The all-in-one started in ``rundir`` (from its ``run.json``)."""
+    meta = rundir.read_meta()
+    return AllInOne(rundir.run_id, rundir, f"{rundir.run_id}-openstack", meta["address"],
+                    rundir.path / "clouds.yaml", meta.get("ready_s", 0.0), meta.get("mode", "fake"),
+                    meta.get("external_cidr", FAKE_EXTERNAL_CIDR), meta.get("host_address"), meta.get("host_link"))
+
+
+def running() -> list[AllInOne]:
+    """Every all-in-one of this checkout's runs folder whose container runs,
+    newest first."""
+    from ...paths import runs_dir
+
+    names = set(proc.run(["podman", "ps", "--format", "{{.Names}}", "--filter", f"label={LABEL_RUN_ID}"],
+                         timeout_s=30).stdout.split())
+    found = []
+    for meta in sorted(runs_dir().glob("aio-*/run.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        rundir = RunDir.at(meta.parent)
+        if f"{rundir.run_id}-openstack" in names and not rundir.read_meta().get("destroyed"):
+            found.append(load(rundir))
+    return found
+
+
+def use(profile: Profile, mode: str) -> tuple[AllInOne, bool]:
+    """The all-in-one named by ``$REFARCH_AIO_RUN_ID`` (a parent process
+    started it), else a kept one in ``mode`` (``refarch aio up``), else a
+    new one that the caller owns and stops.  Returns (it, owned).  Reuse is
+    said on stderr with the all-in-one's run id.
+
+    Raises:
+        RefarchError: ``$REFARCH_AIO_RUN_ID`` names none running in ``mode``.
+        as :func:`start`.
+    """
+    import os
+    import sys
+
+    named = os.environ.get(ENV_RUN_ID)
+    if named:
+        match = [a for a in running() if a.run_id == named and a.mode == mode]
+        if not match:
+            raise RefarchError(f"${ENV_RUN_ID}={named}: no running all-in-one in {mode} mode (refarch aio list)")
+        print(f"refarch: using the all-in-one {named} ({mode}, {match[0].address}) named by ${ENV_RUN_ID}",
+              file=sys.stderr)
+        _serve(match[0])
+        return match[0], False
+    for aio in running():
+        if aio.mode == mode and aio.rundir.read_meta().get("kept"):
+            print(f"refarch: using the kept all-in-one {aio.run_id} ({mode}, {aio.address}); "
+                  f"`refarch aio down {aio.run_id}` stops it", file=sys.stderr)
+            _serve(aio)
+            return aio, False
+    aio = start(profile, mode)
+    _serve(aio)
+    return aio, True
+
+
+#: The environment variable naming the all-in-one this process uses.
+ENV_RUN_ID = "REFARCH_AIO_RUN_ID"
+
+
+def _serve(aio: AllInOne) -> None:
+    """Point openstacksdk, Terraform's provider and :func:`current` of this
+    process at ``aio``."""
+    import os
+
+    os.environ["OS_CLIENT_CONFIG_FILE"] = str(aio.clouds_yaml)
+    os.environ[ENV_RUN_ID] = aio.run_id
+
+
+def current() -> AllInOne:
+    """The all-in-one this process uses (:func:`use`).
+
+    Raises:
+        RefarchError: none was chosen.
+    """
+    import os
+
+    from ...paths import runs_dir
+
+    run_id = os.environ.get(ENV_RUN_ID)
+    if not run_id:
+        raise RefarchError(f"no all-in-one chosen for this process (${ENV_RUN_ID} is unset)")
+    return load(RunDir.at(runs_dir() / run_id))
+
+
+def serve_profile(name: str, overrides: dict) -> tuple[dict, Profile, AllInOne | None, bool]:
+    """Load profile ``name`` with ``overrides``; when the suite's
+    all-in-one serves it (``openstack.all_in_one``), choose one with
+    :func:`use` and add what it asks (guests mode: ``admin_cidr``).
+    Returns (overrides, profile, the all-in-one or None, owned).
+
+    Raises:
+        ProfileError: bad profile or overrides.
+        as :func:`use`.
+    """
+    from ...profile import load_profile
+
+    profile = load_profile(name, overrides)
+    settings = profile.openstack
+    if settings is None or settings.all_in_one is None:
+        return overrides, profile, None, False
+    aio, owned = use(profile, settings.all_in_one)
+    extra = {k: v for k, v in aio.overrides().items() if overrides.get(k) != v}
+    if extra:
+        overrides = {**overrides, **extra}
+        profile = load_profile(name, overrides)
+    return overrides, profile, aio, owned
+
+
+def serve_run(meta: dict) -> None:
+    """Point this process at the all-in-one a run was deployed on (its
+    ``run.json`` ``all_in_one``), unless one is chosen already."""
+    import os
+
+    if meta.get("all_in_one") and not os.environ.get(ENV_RUN_ID):
+        from ...paths import runs_dir
+
+        _serve(load(RunDir.at(runs_dir() / meta["all_in_one"])))
+
+
 def stop(aio: AllInOne) -> dict[str, list[str]]:
     """Remove the all-in-one's container and network and release its subnet;
     returns what was removed."""
