@@ -21,7 +21,7 @@ from . import proc, progress
 from .clouds.drivers import driver_for
 from .clouds.protocol import CloudDriver, Prepared, RunContext
 from .contract import Contract
-from .errors import LeakError, RefarchError, TeardownError
+from .errors import CommandError, LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
 from .paths import write_private
 from .profile import Profile, load_profile
@@ -167,7 +167,13 @@ class Cluster:
         with self.phase("deploy"):
             tf = self.terraform
             tf.write_vars(self.driver.tf_vars(self.context, key, ssh / "known_hosts"))
-            tf.apply(self.profile.timeouts_s.deploy)
+            try:
+                tf.apply(self.profile.timeouts_s.deploy)
+            except CommandError as exc:
+                faults = self.driver.apply_failure(self.context)
+                if faults:
+                    raise CommandError("; ".join(faults) + f" (terraform apply: {exc})") from exc
+                raise
             outputs = tf.outputs()
             if "known_hosts" in outputs:
                 # A module that makes host keys from inputs hands the lines

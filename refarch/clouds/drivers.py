@@ -86,6 +86,10 @@ class LocalCloud:
         """See CloudDriver.await_nodes: nothing to wait for."""
         return {name: 0.0 for name in names}
 
+    def apply_failure(self, run: RunContext) -> list[str]:
+        """See CloudDriver.apply_failure: Terraform's own error says it all."""
+        return []
+
     def tf_env(self, run: RunContext) -> dict:
         """See CloudDriver.tf_env: nothing."""
         return {}

@@ -120,14 +120,25 @@ class OpenStackCloud:
         then cloud-init's final message on each console log."""
         from . import openstack_nodes as osnodes
 
-        took = osnodes.await_boot(self.conn(run), [f"{run.run_id}-{n}" for n in names], timeout_s,
+        took = osnodes.await_boot(self.conn(run), {n: f"{run.run_id}-{n}" for n in names}, timeout_s,
                                   guest_os=run.profile.openstack.guest_os)
         if run.profile.openstack.all_in_one == "guests" and run.contract and run.contract.ssh_bastion:
             # Before the first packet to the floating IP (Ansible's SSH).
             from . import aio
 
             aio.check_route(aio.current(), run.contract.ssh_bastion["address"])
-        return {name[len(run.run_id) + 1:]: s for name, s in took.items()}
+        return took
+
+    def apply_failure(self, run: RunContext) -> list[str]:
+        """See CloudDriver.apply_failure: the run's servers in ERROR with
+        Nova's fault (Terraform's provider says only "unexpected state
+        'ERROR'")."""
+        from . import openstack_nodes as osnodes
+
+        try:
+            return osnodes.server_faults(self.conn(run), run.run_id)
+        except Exception as exc:  # noqa: BLE001 - a diagnosis must not hide the failure
+            return [f"(the servers' faults could not be read: {exc})"]
 
     def tf_env(self, run: RunContext) -> dict:
         """See CloudDriver.tf_env: the throwaway project's clouds.yaml entry,

@@ -168,26 +168,27 @@ CLOUD_INIT_FAILED = ("Failed to start cloud-init", "Failed to start cloud-final"
                      "cc_scripts_user.py[WARNING]", "Failed to run module")
 
 
-def await_boot(conn, server_names: list[str], timeout_s: float, poll_s: float = 5,
+def await_boot(conn, servers: dict[str, str], timeout_s: float, poll_s: float = 5,
                clock=time.monotonic, sleep=time.sleep, guest_os: bool = True) -> dict[str, float]:
     """Wait until every server's guest has booted: ACTIVE, and cloud-init
     has printed its final message on the console log, from a datasource
     other than DataSourceNone (``guest_os=False``: ACTIVE is enough).
-    Returns the seconds each took.
+    ``servers``: node name -> server name.  Returns the seconds each node
+    took.
 
     A server in ERROR is named with Nova's fault (the scheduler's or the
     compute's reason) at once, before any SSH; a cloud-init failure is
     named with the console lines that show it.
 
     Raises:
-        RefarchError: ``node <name>: ...`` with the cause.
+        RefarchError: ``node <node>: ...`` with the cause.
     """
     start = clock()
-    waiting = {name: None for name in server_names}
+    waiting = {name: None for name in servers}
     done: dict[str, float] = {}
     while True:
         for name in [n for n in waiting if n not in done]:
-            server = conn.compute.get_server(_server(conn, name))
+            server = conn.compute.get_server(_server(conn, servers[name]))
             if server.status == "ERROR":
                 fault = server.fault or {}
                 raise RefarchError(f"node {name}: server in ERROR: {fault.get('message') or 'Nova recorded no fault'}"
@@ -216,3 +217,17 @@ def await_boot(conn, server_names: list[str], timeout_s: float, poll_s: float = 
             raise RefarchError(f"node {late[0]}: not booted within {timeout_s:.0f} s; its console's last line: "
                                f"{waiting[late[0]] or '(empty)'}")
         sleep(poll_s)
+
+
+def server_faults(conn, run_id: str) -> list[str]:
+    """The run's servers in ERROR, each as ``"node2: server in ERROR: <Nova's
+    fault>"`` (the server name less the run id): what a failed apply
+    means when Nova could not place or build a node."""
+    out = []
+    for server in conn.compute.servers():
+        if not server.name.startswith(f"{run_id}-") or server.status != "ERROR":
+            continue
+        fault = conn.compute.get_server(server.id).fault or {}
+        out.append(f"{server.name[len(run_id) + 1:]}: server in ERROR: "
+                   f"{fault.get('message') or 'Nova recorded no fault'}")
+    return sorted(out)

@@ -166,6 +166,11 @@ class CloudDriver(Protocol):
                 cloud-init failure, or the console's last line at the timeout).
         """
 
+    def apply_failure(self, run: RunContext) -> list[str]:
+        """After a failed ``terraform apply``: what the cloud says went wrong
+        with the run's nodes, one line each (OpenStack: each server in ERROR
+        with Nova's fault); empty when it says nothing.  Raises nothing."""
+
     def ansible_vars(self, run: RunContext) -> dict:
         """The cloud's extra inventory variables for ``site.yml``:
         ``{"horovod_wheelhouse_src": <controller path of the wheelhouse, or

@@ -55,7 +55,7 @@ def protocol_members() -> list[str]:
 
 def test_the_protocol_declares_what_the_callers_call():
     assert {"preflight", "sweep_stale", "prepared", "prepare", "tf_vars", "tf_env", "ansible_vars", "stop_node",
-            "start_node", "fail_node", "restore_node", "node_state", "node_console", "await_nodes", "survey_exposure", "sweep",
+            "start_node", "fail_node", "restore_node", "node_state", "node_console", "await_nodes", "apply_failure", "survey_exposure", "sweep",
             "leaks", "finish"} == set(
                 protocol_members())
     for name in protocol_members():

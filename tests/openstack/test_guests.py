@@ -1,0 +1,100 @@
+"""The seed's own path on OpenStack-made guests: the all-in-one in guests
+mode (refarch/clouds/aio) boots the suite's guest image from the OpenStack
+module, and the main job runs against it as it runs anywhere: apply, boot,
+strict host keys from the first SSH through the floating IP, Ansible through
+the bastion, every node and cluster check, the smoke job, the properties,
+destroy and the leak check.  At the end the all-in-one is stopped and the
+host is compared with how it was before: no container, network, link,
+namespace, qemu process or listening port of it is left.
+
+Run with ``ci/tox -e openstack-guests``; a kept all-in-one
+(``refarch aio up``, or ``$REFARCH_AIO_RUN_ID``) is used and left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from refarch.clouds import aio as aio_mod
+from refarch.clouds import local as localcloud
+from refarch.profile import load_profile
+from refarch.pytest.state import say
+
+PROFILE = "openstack-aio-guests"
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The host before the all-in-one started (see :func:`_host`).
+BEFORE: dict[str, set[str]] = {}
+OWNED: list[bool] = []
+
+
+def _host() -> dict[str, set[str]]:
+    """What of the host an all-in-one could leave: listening TCP and UDP
+    sockets, links, named network namespaces and qemu processes."""
+    def lines(cmd: list[str]) -> list[str]:
+        return subprocess.run(cmd, capture_output=True, text=True, check=False).stdout.splitlines()
+
+    return {
+        "listening": {f"{line.split()[0]} {line.split()[4]}" for line in lines(["ss", "-Htuln"]) if len(line.split()) > 4},
+        "links": {line.split(":")[1].strip().split("@")[0] for line in lines(["ip", "-o", "link"]) if ":" in line},
+        "netns": {line.split()[0] for line in lines(["ip", "netns", "list"]) if line.strip()},
+        "qemu": {line.split()[0] for line in lines(["ps", "-eo", "pid=,comm="]) if "qemu-system" in line},
+    }
+
+
+def _say(request, line: str) -> None:
+    say(request.config, f"openstack-guests: {line}")
+
+
+@pytest.fixture(scope="module")
+def aio(request):
+    """The guests-mode all-in-one: the one named or kept, else one started
+    here and stopped by the last test (or at the end, whatever failed)."""
+    BEFORE.update(_host())
+    started = time.monotonic()
+    a, owned = aio_mod.use(load_profile(PROFILE), "guests")
+    OWNED[:] = [owned]
+    _say(request, f"all-in-one {a.run_id} ({'started' if owned else 'kept'}) in {time.monotonic() - started:.0f} s")
+    yield a
+    if owned and not a.rundir.read_meta().get("destroyed"):
+        aio_mod.stop(a)
+
+
+def test_the_main_job_passes_on_openstack_made_guests(aio, request, tmp_path):
+    env = {**os.environ, aio_mod.ENV_RUN_ID: aio.run_id, "PYTHONUNBUFFERED": "1"}
+    log = tmp_path / "main-job.log"
+    with open(log, "w", encoding="utf-8") as out:
+        rc = subprocess.run([sys.executable, "-m", "pytest", "tests/integration", "--profile", PROFILE,
+                             "-p", "no:cacheprovider"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                            check=False).returncode
+    text = log.read_text(encoding="utf-8", errors="replace")
+    runs = sorted((ROOT / "runs").glob("hvd-*/results.json"), key=lambda p: p.stat().st_mtime)
+    summary = ""
+    if runs:
+        results = json.loads(runs[-1].read_text())
+        phases = results.get("phases") or results.get("phase_timings") or {}
+        summary = f"run {results.get('run_id')}: phases (s) {json.dumps(phases)}"
+        _say(request, summary)
+    assert rc == 0, f"the main job on {PROFILE} exited {rc}: " + " | ".join(text.splitlines()[-15:])
+
+
+def test_stopping_the_all_in_one_leaves_nothing_on_the_host(aio, request):
+    if not OWNED or not OWNED[0]:
+        pytest.skip(f"the all-in-one {aio.run_id} is kept: it stays running")
+    aio_mod.stop(aio)
+    found = localcloud.run_resources(aio.run_id)
+    assert not found["containers"] and not found["networks"], found
+    after = _host()
+    left = {kind: sorted(after[kind] - BEFORE.get(kind, set())) for kind in after}
+    left = {kind: items for kind, items in left.items() if items}
+    assert aio.host_link not in after["links"], f"the all-in-one's link {aio.host_link} is left"
+    assert not left, f"left on the host after the all-in-one {aio.run_id} stopped: {left}"
+    _say(request, f"stopped {aio.run_id}: no container, network, link, namespace, qemu process or listening "
+                  f"port of it left ({len(after['links'])} links, {len(after['listening'])} sockets as before)")
