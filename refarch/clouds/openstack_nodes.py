@@ -203,7 +203,8 @@ def await_boot(conn, servers: dict[str, str], timeout_s: float, poll_s: float = 
             failed = [line for line in lines if any(mark in line for mark in CLOUD_INIT_FAILED)]
             if failed:
                 raise RefarchError(f"node {name}: cloud-init failed (console log): " + " | ".join(failed[-3:]))
-            finished = [line for line in lines if line.startswith(CLOUD_INIT_FINISHED) and "finished" in line]
+            # The kernel's console prefixes it ("[  130.63] cloud-init[535]: Cloud-init v. ...").
+            finished = [line for line in lines if CLOUD_INIT_FINISHED in line and " finished at " in line]
             if finished:
                 if NO_DATASOURCE in finished[-1]:
                     raise RefarchError(f"node {name}: cloud-init found no datasource (DataSourceNone): no user data, "

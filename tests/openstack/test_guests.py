@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -24,6 +25,9 @@ import pytest
 
 from refarch.clouds import aio as aio_mod
 from refarch.clouds import local as localcloud
+from refarch.clouds import openstack as ostk
+from refarch.cluster import Cluster
+from refarch.errors import CommandError
 from refarch.profile import load_profile
 from refarch.pytest.state import say
 
@@ -83,6 +87,30 @@ def test_the_main_job_passes_on_openstack_made_guests(aio, request, tmp_path):
         summary = f"run {results.get('run_id')}: phases (s) {json.dumps(phases)}"
         _say(request, summary)
     assert rc == 0, f"the main job on {PROFILE} exited {rc}: " + " | ".join(text.splitlines()[-15:])
+
+
+def test_a_server_nova_cannot_place_is_named_with_its_fault_and_destroyed(aio, request):
+    """nova-compute disabled: the scheduler finds no valid host, the
+    servers go to ERROR and Terraform's apply fails with "unexpected state
+    'ERROR'"; the run names each node with Nova's fault before any SSH, and
+    destroy (with the servers in ERROR) leaves nothing."""
+    admin = ostk.connect(aio_mod.ADMIN_CLOUD)
+    service = next(s for s in admin.compute.services() if s.binary == "nova-compute")
+    admin.compute.disable_service(service, disabled_reason="refarch fault case: no valid host")
+    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
+    started = time.monotonic()
+    try:
+        with pytest.raises(CommandError) as caught:
+            cluster.deploy()
+        took_s = time.monotonic() - started
+    finally:
+        admin.compute.enable_service(service)
+        report = cluster.destroy()
+    message = str(caught.value)
+    assert re.match(r"^node\d: server in ERROR: No valid host was found", message), message
+    assert report["leaks"] == {} and report["state"] == [], report
+    assert not (cluster.rundir.logs / "ansible.log").exists(), "Ansible ran against servers in ERROR"
+    _say(request, f"no valid host: named in {took_s:.0f} s: {message[:160]}; destroy left nothing")
 
 
 def test_stopping_the_all_in_one_leaves_nothing_on_the_host(aio, request):

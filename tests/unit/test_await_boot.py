@@ -10,7 +10,7 @@ import pytest
 from refarch.clouds.openstack_nodes import await_boot
 from refarch.errors import RefarchError
 
-FINISHED = ("Cloud-init v. 22.4.2 finished at Mon, 07 Dec 2026 04:10:01 +0000. Datasource "
+FINISHED = ("[  130.630314] cloud-init[535]: Cloud-init v. 22.4.2 finished at Mon, 07 Dec 2026 04:10:01 +0000. Datasource "
             "DataSourceConfigDrive [net,ver=2][source=/dev/sr0].  Up 151.07 seconds")
 
 
