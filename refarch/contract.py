@@ -122,9 +122,20 @@ class Contract:
             "-i", self.ssh_private_key_file,
         ]
         if self.ssh_bastion:
-            b = self.ssh_bastion
-            opts += ["-o", f"ProxyJump={b.get('user', self.ssh_user)}@{b['address']}"]
+            opts += ["-o", f"ProxyCommand={self.bastion_proxy_command()}"]
         return opts
+
+    def bastion_proxy_command(self) -> str:
+        """The ProxyCommand that reaches a node through the bastion (the
+        floating IP) with the run's key and strict host key checking against
+        the run's known_hosts.  A ProxyJump would open the jump's connection
+        with the defaults of whoever runs it (their keys and known_hosts, not
+        the run's): Ansible's SSH through it was refused on the first guests
+        the OpenStack module booted."""
+        b = self.ssh_bastion
+        return (f"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={self.ssh_known_hosts_file} "
+                f"-o IdentitiesOnly=yes -o ConnectTimeout=10 -i {self.ssh_private_key_file} -W %h:%p "
+                f"{b.get('user', self.ssh_user)}@{b['address']}")
 
     def inventory(self, extra_vars: dict | None = None) -> dict:
         """An Ansible YAML inventory: group ``cluster`` with every node (host
@@ -139,8 +150,7 @@ class Contract:
             "ansible_ssh_private_key_file": self.ssh_private_key_file,
             "ansible_ssh_common_args": (
                 f"-o StrictHostKeyChecking=yes -o UserKnownHostsFile={self.ssh_known_hosts_file}"
-                + (f" -o ProxyJump={self.ssh_bastion.get('user', self.ssh_user)}@{self.ssh_bastion['address']}"
-                   if self.ssh_bastion else "")
+                + (f' -o ProxyCommand="{self.bastion_proxy_command()}"' if self.ssh_bastion else "")
             ),
             "ansible_python_interpreter": "/usr/bin/python3",
             "cluster_contract": {
@@ -185,6 +195,6 @@ class Contract:
                 "  ControlPersist 120",
             ]
             if self.ssh_bastion:
-                lines.append(f"  ProxyJump {self.ssh_bastion.get('user', self.ssh_user)}@{self.ssh_bastion['address']}")
+                lines.append(f"  ProxyCommand {self.bastion_proxy_command()}")
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path

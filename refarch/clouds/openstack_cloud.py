@@ -125,8 +125,9 @@ class OpenStackCloud:
         if run.profile.openstack.all_in_one == "guests" and run.contract and run.contract.ssh_bastion:
             # Before the first packet to the floating IP (Ansible's SSH).
             from . import aio
+            from .aio.network import check_route
 
-            aio.check_route(aio.current(), run.contract.ssh_bastion["address"])
+            check_route(aio.current(), run.contract.ssh_bastion["address"])
         return took
 
     def apply_failure(self, run: RunContext) -> list[str]:

@@ -1,5 +1,6 @@
 import copy
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -57,9 +58,15 @@ def test_bastion_reaches_ssh_options_and_config(tmp_path):
     outputs = copy.deepcopy(OUTPUTS)
     outputs["ssh_bastion"] = {"address": "192.0.2.10", "user": "debian"}
     c = Contract.from_outputs(outputs)
-    assert "ProxyJump=debian@192.0.2.10" in " ".join(c.ssh_options())
+    # The jump's own connection carries the run's key and known_hosts (a
+    # ProxyJump would use the caller's defaults).
+    jump = ("ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=/tmp/tft/known_hosts "
+            "-o IdentitiesOnly=yes -o ConnectTimeout=10 -i /tmp/tft/key -W %h:%p debian@192.0.2.10")
+    assert f"ProxyCommand={jump}" in c.ssh_options()
     text = c.write_ssh_config(tmp_path / "config").read_text()
-    assert text.count("ProxyJump debian@192.0.2.10") == 2
+    assert text.count(f"ProxyCommand {jump}") == 2
+    inventory = c.inventory()["all"]["vars"]["ansible_ssh_common_args"]
+    assert shlex.split(inventory)[-2:] == ["-o", f"ProxyCommand={jump}"]
     assert "Host node2\n  HostName 10.213.0.11" in text
 
 

@@ -99,7 +99,9 @@ output "ansible_inventory" {
         ansible_ssh_private_key_file = var.ssh_private_key_file
         ansible_ssh_common_args = join(" ", [
           "-o StrictHostKeyChecking=yes -o UserKnownHostsFile=${var.ssh_known_hosts_file}",
-          "-o ProxyJump=${var.ssh_user}@${openstack_networking_floatingip_v2.bastion.address}",
+          # ProxyCommand, not ProxyJump: the jump's own connection needs the
+          # same key and known_hosts (a ProxyJump uses the caller's defaults).
+          "-o ProxyCommand=\"ssh -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile=${var.ssh_known_hosts_file} -o IdentitiesOnly=yes -o ConnectTimeout=10 -i ${var.ssh_private_key_file} -W %h:%p ${var.ssh_user}@${openstack_networking_floatingip_v2.bastion.address}\"",
         ])
         ansible_python_interpreter = "/usr/bin/python3"
         ca_certificates_files      = var.extra_ca_certificates

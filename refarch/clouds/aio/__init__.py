@@ -31,18 +31,15 @@ network, its high half the external network.  A veth pair joins the host to
 that external network: its host end holds :attr:`AllInOne.host_address`
 (the admin's vantage point: the profile's ``admin_cidr`` becomes that /32),
 its other end is ``ext0`` in the container, the Linux bridge agent's
-physnet1.  The external subnet's gateway address is held by nobody, so a
-guest's packet for anywhere else goes nowhere; whatever the suite sends to a
-floating IP leaves by that veth, which :func:`check_route` proves before
-the first packet.  Guests boot the suite's own image
-(:mod:`refarch.clouds.aio.guestimage`) from a config drive.
+physnet1.  The external subnet's gateway is held by nobody: a guest's
+packet for anywhere else goes nowhere (:mod:`refarch.clouds.aio.network`).
+Guests boot the suite's image (:mod:`refarch.clouds.aio.guestimage`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import ipaddress
-import json
 import secrets
 import shutil
 import tempfile
@@ -60,6 +57,7 @@ from ...profile import Profile
 from ...run import RunDir, new_run_id
 from ...tools.debootstrap import image_exists
 from .. import local as localcloud
+from .network import join_external
 
 HERE = Path(__file__).resolve().parent
 IMAGE_REPO = "localhost/refarch-openstack-aio"
@@ -191,7 +189,7 @@ def start(profile: Profile, mode: str = "fake", log_name: str = "aio.log") -> Al
                             name], timeout_s=30).stdout.strip()
         host_address = host_link = None
         if mode == "guests":
-            host_link, host_address = _join_external(name, rundir.run_id, external, log)
+            host_link, host_address = join_external(name, rundir.run_id, external, log)
         admin_pw, service_pw, user_pw = (secrets.token_urlsafe(18) for _ in range(3))
         proc.run(["podman", "exec", name, "/usr/local/sbin/aio-firstboot", address, admin_pw, service_pw, mode,
                   GUEST_CPU_MODEL], timeout_s=READY_TIMEOUT_S, log=log, stream=True)
@@ -219,43 +217,13 @@ def _guest_image(log: Path):
     return ensure_guest_image(wheelhouse.ensure_wheelhouse(node_image, log, 1800), log)
 
 
-def _join_external(container: str, run_id: str, external: str, log: Path) -> tuple[str, str]:
-    """Join the host to the external network: a veth pair whose host end
-    holds the external subnet's second address and whose other end becomes
-    ``ext0`` in ``container``.  Returns (host end, host address)."""
-    net = ipaddress.ip_network(external)
-    host_address = str(net.network_address + 2)
-    link = f"rfx{run_id[-6:]}"
-    pid = proc.run(["podman", "inspect", "-f", "{{.State.Pid}}", container], timeout_s=30).stdout.strip()
-    proc.run(["ip", "link", "add", link, "type", "veth", "peer", "name", f"{link}c"], timeout_s=30, log=log)
-    proc.run(["ip", "link", "set", f"{link}c", "netns", pid], timeout_s=30, log=log)
-    proc.run(["nsenter", "-t", pid, "-n", "ip", "link", "set", f"{link}c", "name", "ext0"], timeout_s=30, log=log)
-    proc.run(["nsenter", "-t", pid, "-n", "ip", "link", "set", "ext0", "up"], timeout_s=30, log=log)
-    proc.run(["ip", "address", "add", f"{host_address}/{net.prefixlen}", "dev", link], timeout_s=30, log=log)
-    proc.run(["ip", "link", "set", link, "up"], timeout_s=30, log=log)
-    return link, host_address
-
-
-def check_route(aio: AllInOne, address: str) -> None:
-    """Prove that a packet from the host to ``address`` (a floating IP)
-    leaves by the all-in-one's veth, never by the host's default route.
-
-    Raises:
-        RefarchError: naming the device the kernel would use instead.
-    """
-    if aio.host_link is None:
-        raise RefarchError(f"all-in-one {aio.run_id} runs fake servers: no route to {address} to check")
-    route = json.loads(proc.run(["ip", "-j", "route", "get", address], timeout_s=10).stdout)[0]
-    if route.get("dev") != aio.host_link or "gateway" in route:
-        raise RefarchError(f"a packet to {address} would leave by {route.get('dev')}"
-                           f"{' via ' + route['gateway'] if 'gateway' in route else ''}, not by the all-in-one's "
-                           f"external link {aio.host_link}: refusing to send it")
-
-
 def _entry(address: str, user: str, password: str, project: str) -> dict:
     return {"auth": {"auth_url": f"http://{address}:5000/v3", "username": user, "password": password,
                      "project_name": project, "user_domain_name": "Default", "project_domain_name": "Default"},
-            "region_name": "RegionOne", "interface": "public", "identity_api_version": 3}
+            "region_name": "RegionOne", "interface": "public", "identity_api_version": 3,
+            # One uwsgi worker per API on 2 busy cores: a connection reset
+            # now and then (seen from keystone during a start) is retried.
+            "connect_retries": 5}
 
 
 def _make_resources(profile: Profile, clouds_yaml: Path, user_password: str, external: str, guest=None) -> None:
