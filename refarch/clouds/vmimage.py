@@ -31,8 +31,10 @@ VM_PACKAGES = ["linux-image-cloud-amd64", "systemd-sysv", "udev", "dbus", "opens
 #: Installed with apt in the tree after debootstrap (debootstrap's own
 #: configuration order fails on cloud-init's python3-cryptography).
 LATER_PACKAGES = ["cloud-init"]
-#: Run in the root tree (chroot) before the file system is made.
-CUSTOMIZE = """set -eu
+#: The start of every VM image's customize script (run in the root tree):
+#: the later packages installed with no service started, no apt lists, no
+#: host keys (each VM makes its own), the root file system in fstab.
+PREPARE_ROOT = """set -eu
 mount -t proc proc /proc
 trap 'umount /proc' EXIT
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
@@ -43,7 +45,9 @@ apt-get clean
 rm -rf /var/lib/apt/lists/* /etc/resolv.conf
 rm -f /etc/ssh/ssh_host_*
 printf '/dev/vda / ext4 defaults 0 1\\n' > /etc/fstab
-cat > /etc/cloud/cloud.cfg.d/99-refarch.cfg <<'EOF'
+"""
+#: Run in the root tree (chroot) before the file system is made.
+CUSTOMIZE = PREPARE_ROOT + """cat > /etc/cloud/cloud.cfg.d/99-refarch.cfg <<'EOF'
 # The scenarios' NoCloud seed; refarch-address sets the address.
 datasource_list: [NoCloud, None]
 network: {config: disabled}

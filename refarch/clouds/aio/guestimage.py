@@ -27,7 +27,7 @@ from pathlib import Path
 
 from ... import proc
 from ...paths import load_versions
-from ..vmimage import LATER_PACKAGES, VM_PACKAGES, Recipe, VMImage, ensure_image
+from ..vmimage import LATER_PACKAGES, PREPARE_ROOT, VM_PACKAGES, Recipe, VMImage, ensure_image
 
 #: Packages besides the scenarios' VM image: ifupdown renders cloud-init's
 #: network configuration (Debian's cloud images use it too) and
@@ -43,18 +43,7 @@ TRAINING_UID = 2001
 #: Kernel command line of the guests (Glance's ``os_command_line``).
 COMMAND_LINE = "root=/dev/vda rw console=ttyS0 net.ifnames=0"
 
-CUSTOMIZE = """set -eu
-mount -t proc proc /proc
-trap 'umount /proc' EXIT
-printf '#!/bin/sh\\nexit 101\\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
-apt-get update -q
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends @LATER@
-rm -f /usr/sbin/policy-rc.d
-apt-get clean
-rm -rf /var/lib/apt/lists/*
-rm -f /etc/ssh/ssh_host_*
-printf '/dev/vda / ext4 defaults 0 1\\n' > /etc/fstab
-cat > /etc/cloud/cloud.cfg.d/99-refarch.cfg <<'EOF'
+CUSTOMIZE = PREPARE_ROOT + """cat > /etc/cloud/cloud.cfg.d/99-refarch.cfg <<'EOF'
 # OpenStack's config drive only: the all-in-one forces one (no metadata agent).
 datasource_list: [ConfigDrive, None]
 # Debian's cloud images carry locales; this image does not.
