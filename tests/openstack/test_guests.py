@@ -71,9 +71,11 @@ def aio(request):
         aio_mod.stop(a)
 
 
-def test_the_main_job_passes_on_openstack_made_guests(aio, request, tmp_path):
+def test_the_main_job_passes_on_openstack_made_guests(aio, request):
     env = {**os.environ, aio_mod.ENV_RUN_ID: aio.run_id, "PYTHONUNBUFFERED": "1"}
-    log = tmp_path / "main-job.log"
+    # Beside the all-in-one's logs: pytest's temporary folders are pruned
+    # by any other pytest session of this user while the job still runs.
+    log = aio.rundir.logs / "main-job.log"
     with open(log, "w", encoding="utf-8") as out:
         rc = subprocess.run([sys.executable, "-m", "pytest", "tests/integration", "--profile", PROFILE,
                              "-p", "no:cacheprovider"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
