@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -71,15 +72,32 @@ def aio(request):
         aio_mod.stop(a)
 
 
+#: Seconds the main job on guests may take: every phase under QEMU's TCG
+#: (apply and boot 165 s, the playbook 583 s, its idempotence re-run about
+#: as long, then the checks and the smoke job), with room.
+MAIN_JOB_LIMIT_S = 5400
+
+
+@pytest.mark.timeout(MAIN_JOB_LIMIT_S + 600)
 def test_the_main_job_passes_on_openstack_made_guests(aio, request):
     env = {**os.environ, aio_mod.ENV_RUN_ID: aio.run_id, "PYTHONUNBUFFERED": "1"}
     # Beside the all-in-one's logs: pytest's temporary folders are pruned
     # by any other pytest session of this user while the job still runs.
     log = aio.rundir.logs / "main-job.log"
     with open(log, "w", encoding="utf-8") as out:
-        rc = subprocess.run([sys.executable, "-m", "pytest", "tests/integration", "--profile", PROFILE,
-                             "-p", "no:cacheprovider"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                            check=False).returncode
+        job = subprocess.Popen([sys.executable, "-m", "pytest", "tests/integration", "--profile", PROFILE,
+                                "-p", "no:cacheprovider"], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+        try:
+            rc = job.wait(timeout=MAIN_JOB_LIMIT_S)
+        finally:
+            if job.poll() is None:  # past the limit or interrupted: it tears down, then it is gone
+                os.killpg(job.pid, signal.SIGTERM)
+                try:
+                    job.wait(timeout=300)
+                except subprocess.TimeoutExpired:
+                    os.killpg(job.pid, signal.SIGKILL)
+                    job.wait()
     text = log.read_text(encoding="utf-8", errors="replace")
     runs = sorted((ROOT / "runs").glob("hvd-*/results.json"), key=lambda p: p.stat().st_mtime)
     summary = ""
