@@ -93,7 +93,6 @@ def pytest_configure(config):
             meta = RunDir.open(validate_run_id(run_id)).read_meta()
             name, overrides = meta["profile"], meta.get("overrides", {})
             profile = load_profile(name, overrides)
-            _all_in_one(config, name, overrides, profile)
         else:
             profile = load_profile(name, overrides)
             overrides, profile = _all_in_one(config, name, overrides, profile)
@@ -126,6 +125,8 @@ def _all_in_one(config, name: str, overrides: dict, profile: Profile) -> tuple[d
         return overrides, profile
     from ..clouds import aio
 
+    # An attached run (--run-id) finds its own all-in-one through its
+    # run.json (the driver's serve_run); only a new run chooses or starts one.
     overrides, profile, started, owned = aio.serve_profile(name, overrides)
     if owned:
         config.add_cleanup(lambda: aio.stop(started))

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import os
 import secrets
 import shutil
 import tempfile
@@ -298,7 +299,6 @@ def use(profile: Profile, mode: str) -> tuple[AllInOne, bool]:
         RefarchError: ``$REFARCH_AIO_RUN_ID`` names none running in ``mode``.
         as :func:`start`.
     """
-    import os
     import sys
 
     named = os.environ.get(ENV_RUN_ID)
@@ -328,8 +328,6 @@ ENV_RUN_ID = "REFARCH_AIO_RUN_ID"
 def _serve(aio: AllInOne) -> None:
     """Point openstacksdk, Terraform's provider and :func:`current` of this
     process at ``aio``."""
-    import os
-
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(aio.clouds_yaml)
     os.environ[ENV_RUN_ID] = aio.run_id
 
@@ -340,8 +338,6 @@ def current() -> AllInOne:
     Raises:
         RefarchError: none was chosen.
     """
-    import os
-
     from ...paths import runs_dir
 
     run_id = os.environ.get(ENV_RUN_ID)
@@ -377,8 +373,6 @@ def serve_profile(name: str, overrides: dict) -> tuple[dict, Profile, AllInOne |
 def serve_run(meta: dict) -> None:
     """Point this process at the all-in-one a run was deployed on (its
     ``run.json`` ``all_in_one``), unless one is chosen already."""
-    import os
-
     if meta.get("all_in_one") and not os.environ.get(ENV_RUN_ID):
         from ...paths import runs_dir
 
