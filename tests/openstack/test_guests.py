@@ -50,8 +50,16 @@ def _host() -> dict[str, set[str]]:
         "listening": {f"{line.split()[0]} {line.split()[4]}" for line in lines(["ss", "-Htuln"]) if len(line.split()) > 4},
         "links": {line.split(":")[1].strip().split("@")[0] for line in lines(["ip", "-o", "link"]) if ":" in line},
         "netns": {line.split()[0] for line in lines(["ip", "netns", "list"]) if line.strip()},
-        "qemu": {line.split()[0] for line in lines(["ps", "-eo", "pid=,comm="]) if "qemu-system" in line},
+        "qemu": {proc.parent.name for proc in Path("/proc").glob("[0-9]*/comm") if _comm(proc).startswith("qemu-system")},
     }
+
+
+def _comm(path: Path) -> str:
+    """A process's command name from /proc ("" once it is gone)."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return ""
 
 
 def _say(request, line: str) -> None:
