@@ -36,7 +36,7 @@ ROLE_JOBS = {f"role-{r}": "on_success" for r in ("common", "ca-certificates", "s
                                                  "cluster-ssh", "shared-storage", "openmpi", "horovod", "nfs")}
 #: Heavy-tier jobs that run by hand when their inputs did not change (the role jobs are left out).
 MANUAL_OTHERWISE = ("availability-local", "configurability-local", "lifecycle-local", "scale-local", "toolset-image",
-                    "openstack-aio")
+                    "openstack-aio", "openstack-aio-guests")
 
 
 def heavy_jobs(variables: dict, files: list[str]) -> dict[str, str]:
