@@ -226,18 +226,49 @@ class OpenStackCloud:
         return None
 
     def survey_exposure(self, run: RunContext) -> dict:
-        """See CloudDriver.survey_exposure: not on OpenStack.
+        """See CloudDriver.survey_exposure: on the all-in-one's guests, the
+        probes stand on its external network (refarch.clouds.aio.probes)
+        and reach each node through its floating IP and, through the run's
+        router, at its fixed address; the security groups judge them.  A
+        probe's namespace has no link but its macvlan on the external
+        network and no route but the subnet's and the cluster's: no packet
+        of it can take the host's default route.
 
         Raises:
-            NotSupported: always (no probes are built for it).
+            NotSupported: any other OpenStack cloud (no probe of the suite
+                stands outside it).
         """
-        raise NotSupported("the exposure probes are built for the local cloud, not openstack")
+        if run.profile.openstack.all_in_one != "guests":
+            raise NotSupported("the exposure probes stand on the all-in-one's external network; on another "
+                               "OpenStack cloud the suite has no host outside the cluster to probe from")
+        from . import aio
+        from .aio import probes
+
+        conn, contract = self.conn(run), run.contract
+        allin = aio.current()
+        router = conn.network.find_router(f"{run.run_id}-router", ignore_missing=False)
+        gateway = router.external_gateway_info["external_fixed_ips"][0]["ip_address"]
+        targets = []
+        for node in contract.nodes:
+            server = conn.compute.find_server(f"{run.run_id}-{node.name}", ignore_missing=False)
+            port = next(p for p in conn.network.ports(device_id=server.id)
+                        if any(ip["ip_address"] == node.address for ip in p.fixed_ips))
+            floating = next((f.floating_ip_address for f in conn.network.ips(port_id=port.id)), None)
+            targets.append(probes.Target(node.name, node.address, floating, probes.tap_name(port.id)))
+        return probes.survey(run.run_id, allin.container, allin.host_link, probes.plan(
+            run.run_id, allin.external_cidr, gateway), targets, contract.cluster_cidr, contract.ssh_options(),
+            contract.ssh_user)
 
     def sweep(self, run: RunContext, log: Path) -> dict:
         """See CloudDriver.sweep: the janitor on the run id, whatever the age."""
         from . import openstack as ostk
 
         report = ostk.janitor(self.conn(run), run.run_id, dt.timedelta(0), dry_run=False)
+        if run.profile.openstack.all_in_one == "guests":
+            from . import exposure
+
+            probes = exposure.remove_probes(run.run_id)
+            report.deleted.extend(("netns", ns) for ns in probes)
         with open(log, "a", encoding="utf-8") as fh:
             fh.write(json.dumps({"deleted": report.deleted, "failed": report.failed, "waits": report.waits}) + "\n")
         swept: dict[str, list[str]] = {}

@@ -386,13 +386,14 @@ def test_peer_ports_reachable(node, node_name, cluster, hosts):
     assert not failures, "; ".join(failures)
 
 
-#: Seconds `horovodrun --check-build` and each extension's import may take on
-#: a node before the check says it did not finish: a guard against a hang,
-#: not a measure of speed.  Each imports TensorFlow: about 14 s on a 2-core
-#: node, 47 s beside another cluster's work on a slower machine of the kind,
-#: and past 120 s on both nodes of a healthy cluster in ci/test.sh's lanes
-#: while the nfs role scenario's two QEMU (TCG) VMs shared the 2 CPUs.
-CHECK_BUILD_TIMEOUT_S = 300
+def check_build_limit_s(profile) -> int:
+    """Seconds `horovodrun --check-build` and each extension's import may
+    take on a node before the check says it did not finish: the profile's
+    check limit (timeouts.check), a guard against a hang, not a measure of
+    speed.  Each imports TensorFlow: about 14 s on a 2-core node, past 120 s
+    on both nodes of a healthy cluster in ci/test.sh's lanes beside a QEMU
+    (TCG) scenario, and minutes in guests under TCG (openstack-aio-guests)."""
+    return profile.timeouts.check
 
 
 @pytest.fixture(scope="session")
@@ -409,16 +410,17 @@ def horovod_build_outputs(hosts, cluster, run_state, profile) -> dict:
     from concurrent.futures import ThreadPoolExecutor
 
     user = profile.training_user.name
+    limit_s = check_build_limit_s(profile)
 
     def gather(name):
         try:
             host = hosts[name]
-            build = run_as(host, user, "horovodrun --check-build", timeout_s=CHECK_BUILD_TIMEOUT_S)
+            build = run_as(host, user, "horovodrun --check-build", timeout_s=limit_s)
             imports = {}
             for framework in profile.expect.horovod_build.frameworks:
                 module = checks.HOROVOD_EXTENSIONS.get(framework, f"horovod.{framework.lower()}")
                 imports[framework] = (module, run_as(host, user, f"{HOROVOD_PYTHON} -c 'import {module}'",
-                                                     timeout_s=CHECK_BUILD_TIMEOUT_S))
+                                                     timeout_s=limit_s))
             return build, imports
         except Exception as exc:  # noqa: BLE001 -- raised again by that node's test
             return exc
@@ -445,7 +447,7 @@ def test_horovod_build(node, node_name, profile, horovod_build_outputs):
     if isinstance(outputs, Exception):
         raise outputs
     r, imports = outputs
-    late = timed_out(r, CHECK_BUILD_TIMEOUT_S)
+    late = timed_out(r, check_build_limit_s(profile))
     assert not late, f"{node_name}: horovodrun --check-build {late} (the node too busy, or its Python hangs)"
     assert r.rc == 0, f"{node_name}: horovodrun --check-build failed: {r.stderr.strip()[-300:]}"
     built = checks.parse_check_build(r.stdout)
@@ -456,7 +458,7 @@ def test_horovod_build(node, node_name, profile, horovod_build_outputs):
     for framework, (module, r) in imports.items():
         if r.rc != 0:
             out = f"{r.stdout}\n{r.stderr}"
-            why = timed_out(r, CHECK_BUILD_TIMEOUT_S) or checks.root_cause(out) or \
+            why = timed_out(r, check_build_limit_s(profile)) or checks.root_cause(out) or \
                 (out.strip().splitlines() or [f"exit {r.rc}"])[-1]
             problems.append(f"{module} ({framework}) does not import: {why[-200:]} (--check-build may list "
                             "a framework whose extension was not compiled: the extension decides)")

@@ -238,7 +238,8 @@ def test_what_differs_between_clouds_is_asked_of_the_driver(rundir):
     assert local.node_console(cluster, "node2") == ["podman", "exec", "hvd-x-abc123-node2"]
     assert openstack.node_console(cluster, "node2") is None
     assert clouds.DRIVERS["local"].on_this_machine and not clouds.DRIVERS["openstack"].on_this_machine
-    with pytest.raises(NotSupported, match="local cloud, not openstack"):
-        openstack.survey_exposure(cluster)
+    on_a_cloud = SimpleNamespace(**vars(cluster), profile=SimpleNamespace(openstack=SimpleNamespace(all_in_one=None)))
+    with pytest.raises(NotSupported, match="on another OpenStack cloud the suite has no host outside the cluster"):
+        openstack.survey_exposure(on_a_cloud)
     with pytest.raises(RefarchError, match=r"run hvd-x-abc123 has no a probe subnet \(run.json\): the exposure"):
         local.survey_exposure(cluster)

@@ -2,7 +2,8 @@
 shared_storage role's NFS path converged): the export's options, the
 suite's own storage checks against the VMs, the volume under the export, a
 `hard` mount riding out a server restart during a write loop, and the
-client mounting the share again after a reboot.  Each property here can
+client mounting the share again after a reboot, and nothing but NFSv4
+listening.  Each property here can
 fail: test_a_missing_root_squash_is_named breaks the export on purpose."""
 
 import time
@@ -47,6 +48,14 @@ def test_the_suites_storage_checks_pass_against_the_vms(vm_run, tmp_path):
     on the server, root squashed) pass against the VMs."""
     passed, out, failed = storage_checks(vm_run, tmp_path / "storage.xml")
     assert passed, "the suite's storage checks against the VMs: " + ("; ".join(failed) or out[-1500:])
+
+
+def test_nfs_listens_on_the_allowed_ports_only(vm_run, tmp_path):
+    """The suite's listening-sockets check passes on the NFS server and its
+    client: NFSv4 only, so neither rpc.mountd, rpc.statd nor lockd opens an
+    ephemeral port beside 2049 (tasks/nfs.yml)."""
+    passed, out, failed = node_checks(vm_run, tmp_path / "listening.xml", "test_listening_sockets_allowed")
+    assert passed, "the suite's listening check against the VMs: " + ("; ".join(failed) or out[-1500:])
 
 
 def test_a_lost_export_is_named_from_the_server(vm_hosts, vm_run, tmp_path):

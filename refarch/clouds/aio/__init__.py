@@ -149,8 +149,11 @@ class AllInOne:
 
     def overrides(self) -> dict:
         """Profile overrides a run on this all-in-one needs: in guests mode
-        SSH is admitted from :attr:`host_address` only."""
-        return {"openstack.admin_cidr": f"{self.host_address}/32"} if self.host_address else {}
+        SSH is admitted from :attr:`host_address` and the admin exposure
+        probe only (:func:`refarch.clouds.aio.probes.admin_cidr`)."""
+        from .probes import admin_cidr
+
+        return {"openstack.admin_cidr": admin_cidr(self.external_cidr)} if self.host_address else {}
 
 
 def start(profile: Profile, mode: str = "fake", log_name: str = "aio.log") -> AllInOne:
