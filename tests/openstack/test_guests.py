@@ -30,6 +30,7 @@ from refarch.clouds import openstack as ostk
 from refarch.cluster import Cluster
 from refarch.errors import CommandError
 from refarch.profile import load_profile
+from refarch.properties import exposure as exposure_property
 from refarch.pytest.state import say
 
 PROFILE = "openstack-aio-guests"
@@ -139,6 +140,39 @@ def test_a_server_nova_cannot_place_is_named_with_its_fault_and_destroyed(aio, r
     assert report["leaks"] == {} and report["state"] == [], report
     assert not (cluster.rundir.logs / "ansible.log").exists(), "Ansible ran against servers in ERROR"
     _say(request, f"no valid host: named in {took_s:.0f} s: {message[:160]}; destroy left nothing")
+
+
+def test_ssh_open_to_the_world_is_found_by_the_outside_probe(aio, request):
+    """A security group rule admitting tcp/22 from 0.0.0.0/0 (the
+    commonest slip in a cloud's console): the outside probe, outside the
+    admin range, finds sshd open on every node, through node1's floating
+    IP and through the router at the others' fixed addresses, named with
+    the node, address and port; the run's own rules alone let it find
+    nothing.  No configuration is needed: sshd listens once the guests
+    have booted."""
+    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
+    try:
+        cluster.deploy()
+        names = {n.address: n.name for n in cluster.contract.nodes}
+        before = cluster.driver.survey_exposure(cluster.context)["outside"]
+        conn = cluster.driver.conn(cluster.context)
+        group = conn.network.find_security_group(f"{cluster.run_id}-cluster", ignore_missing=False)
+        conn.network.create_security_group_rule(security_group_id=group.id, direction="ingress", ethertype="IPv4",
+                                                protocol="tcp", port_range_min=22, port_range_max=22,
+                                                remote_ip_prefix="0.0.0.0/0", description="refarch fault case")
+        started = time.monotonic()
+        after = cluster.driver.survey_exposure(cluster.context)["outside"]
+        took_s = time.monotonic() - started
+    finally:
+        report = cluster.destroy()
+    assert all(before.reached[a] > 0 for a in names), f"the outside probe reached only {before.reached}"
+    assert exposure_property.unexpected(before, [], names) == [], before.as_dict()
+    found = exposure_property.unexpected(after, [], names)
+    assert found == [f"{name} {address} tcp/22" for address, name in sorted(names.items())], after.as_dict()
+    assert report["leaks"] == {} and report["state"] == [], report
+    _say(request, f"tcp/22 from 0.0.0.0/0: the outside probe found {'; '.join(found)} in {took_s:.0f} s "
+                  f"(before the rule: nothing open, {sum(before.reached.values())} packets sent, "
+                  f"{before.dropped} dropped); destroy left nothing")
 
 
 def test_stopping_the_all_in_one_leaves_nothing_on_the_host(aio, request):

@@ -134,7 +134,7 @@ def node_listeners(ssh: list[str], user: str, address: str) -> list[str]:
     Raises:
         CommandError, PhaseTimeout: SSH or ss failed.
     """
-    out = proc.run(["ssh", *ssh, f"{user}@{address}", "sudo ss -Htuln"], timeout_s=60).stdout
+    out = proc.run(["ssh", *ssh, f"{user}@{address}", "ss -Htuln"], timeout_s=60).stdout
     return exposure.parse_listeners(out)
 
 
