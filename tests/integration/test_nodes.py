@@ -389,11 +389,11 @@ def test_peer_ports_reachable(node, node_name, cluster, hosts):
 def check_build_limit_s(profile) -> int:
     """Seconds `horovodrun --check-build` and each extension's import may
     take on a node before the check says it did not finish: the profile's
-    check limit (timeouts.check), a guard against a hang, not a measure of
+    check limit (timeouts_s.check), a guard against a hang, not a measure of
     speed.  Each imports TensorFlow: about 14 s on a 2-core node, past 120 s
     on both nodes of a healthy cluster in ci/test.sh's lanes beside a QEMU
     (TCG) scenario, and minutes in guests under TCG (openstack-aio-guests)."""
-    return profile.timeouts.check
+    return profile.timeouts_s.check
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,11 @@ def test_the_tap_is_named_as_the_linux_bridge_agent_names_it():
 
 
 def nft_check(ruleset: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["nft", "-c", "-f", "-"], input=ruleset, text=True, capture_output=True, check=False)
+    """``nft -c`` of *ruleset* in a user and network namespace of its own:
+    nft reads the kernel's cache even to check, which needs CAP_NET_ADMIN,
+    and the unit job also runs unprivileged (the fresh machine's container)."""
+    return subprocess.run(["unshare", "--user", "--map-root-user", "--net", "nft", "-c", "-f", "-"],
+                          input=ruleset, text=True, capture_output=True, check=False)
 
 
 def test_the_counters_match_every_address_and_the_nodes_taps():
