@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -28,7 +29,8 @@ from refarch.clouds import aio as aio_mod
 from refarch.clouds import local as localcloud
 from refarch.clouds import openstack as ostk
 from refarch.cluster import Cluster
-from refarch.errors import CommandError
+from refarch.errors import CommandError, RefarchError
+from refarch.paths import TERRAFORM_DIR
 from refarch.profile import load_profile
 from refarch.properties import exposure as exposure_property
 from refarch.pytest.state import say
@@ -173,6 +175,86 @@ def test_ssh_open_to_the_world_is_found_by_the_outside_probe(aio, request):
     _say(request, f"tcp/22 from 0.0.0.0/0: the outside probe found {'; '.join(found)} in {took_s:.0f} s "
                   f"(before the rule: nothing open, {sum(before.reached.values())} packets sent, "
                   f"{before.dropped} dropped); destroy left nothing")
+
+
+def _module_copy(cluster: Cluster, edit) -> Path:
+    """The run's root module as a copy of the OpenStack module that
+    ``edit(folder)`` changes before the first ``terraform init`` (the
+    run's Terraform copies the module only into an empty folder)."""
+    folder = cluster.rundir.terraform_dir
+    shutil.copytree(TERRAFORM_DIR / "openstack", folder)
+    shutil.copytree(TERRAFORM_DIR / "modules", folder.parent / "modules", dirs_exist_ok=True)
+    edit(folder)
+    return folder
+
+
+#: Terraform's override file (merged into main.tf's resource): node2's user
+#: data is a cloud-config whose runcmd fails, as a slip in user data does.
+FAILING_USER_DATA = """\
+resource "openstack_compute_instance_v2" "node" {
+  user_data = count.index == 1 ? "#cloud-config\\nruncmd:\\n  - [sh, -c, 'echo refarch fault case: the user data fails >&2; exit 3']\\n" : templatefile("${path.module}/templates/cloud-init.yaml.tftpl", {
+    hostname        = local.nodes[count.index].hostname
+    host_key        = local.host_keys[count.index].private
+    host_public_key = local.host_keys[count.index].public
+  })
+}
+"""
+
+
+def test_a_guest_whose_user_data_fails_is_named_from_its_console_log(aio, request):
+    """node2's user data runs a command that fails: cloud-init says so on
+    the guest's console, and the run names node2 and cloud-init's words from
+    the console log (Nova's os-getConsoleOutput) once its final stage has
+    run, not as an SSH timeout; destroy leaves nothing."""
+    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
+    _module_copy(cluster, lambda folder: (folder / "fault_override.tf").write_text(FAILING_USER_DATA))
+    started = time.monotonic()
+    try:
+        with pytest.raises(RefarchError) as caught:
+            cluster.deploy()
+        took_s = time.monotonic() - started
+    finally:
+        report = cluster.destroy()
+    message = str(caught.value)
+    assert re.match(r"^node2: cloud-init failed \(console log\): .*(scripts-user|Failed to run module)", message), message
+    assert report["leaks"] == {} and report["state"] == [], report
+    assert not (cluster.rundir.logs / "ansible.log").exists(), "Ansible ran against a guest whose user data failed"
+    _say(request, f"failing user data: named in {took_s:.0f} s: {message[:200]}; destroy left nothing")
+
+
+def _floating_ip_before_the_router_interface(folder: Path) -> None:
+    """Break the module's ordering: the floating IP is associated first and
+    the router interface waits for it."""
+    main = folder / "main.tf"
+    text = main.read_text(encoding="utf-8")
+    order = "  depends_on  = [openstack_networking_router_interface_v2.cluster]\n"
+    assert order in text, "the module no longer orders the floating IP after the router interface"
+    text = text.replace(order, "")
+    interface = "  subnet_id = openstack_networking_subnet_v2.cluster.id\n"
+    assert interface in text
+    text = text.replace(interface, interface + "  depends_on = [openstack_networking_floatingip_associate_v2.bastion]\n")
+    main.write_text(text, encoding="utf-8")
+
+
+def test_a_floating_ip_made_before_the_router_interface_is_named_as_neutrons_error(aio, request):
+    """The floating IP associated before the subnet has a router interface:
+    Neutron refuses it (the external network is not reachable from the
+    subnet), apply fails quoting Neutron, no node is waited for; destroy
+    leaves nothing."""
+    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
+    _module_copy(cluster, _floating_ip_before_the_router_interface)
+    started = time.monotonic()
+    try:
+        with pytest.raises(CommandError) as caught:
+            cluster.deploy()
+        took_s = time.monotonic() - started
+    finally:
+        report = cluster.destroy()
+    message = str(caught.value)
+    assert re.search(r"ExternalGatewayForFloatingIPNotFound|is not reachable from subnet", message), message
+    assert report["leaks"] == {} and report["state"] == [], report
+    _say(request, f"floating IP before the router interface: named in {took_s:.0f} s: {message[-240:]}; "
+                  "destroy left nothing")
 
 
 def test_stopping_the_all_in_one_leaves_nothing_on_the_host(aio, request):
