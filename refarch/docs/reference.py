@@ -179,7 +179,9 @@ def faults_page(root: Path = ROOT) -> str:
                   "band, runs the checks that must catch it against the kept cluster, checks the failure names "
                   "the node and the cause, reverts, and checks the cluster is green again. The ids F1-F25 are "
                   "field reports; the named cases cover the remaining checks and properties. A message is the "
-                  "regex a failure must match, shown for node1, node2 and the training user hvd.")
+                  "regex a failure must match, shown for node1, node2 and the training user hvd. The last rows "
+                  "(no-valid-host to fip-before-router) break the OpenStack cloud or module instead, on guests "
+                  "the all-in-one boots (`ci/tox -e openstack-guests`).")
     lines += [table.fault_table(), "", "## What proves each check and property", "",
               "A check or property no fault case can fail here says why; none may be left with **nothing**.", "",
               coverage.table(root)]

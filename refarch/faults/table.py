@@ -47,6 +47,26 @@ ELSEWHERE: tuple[FieldReport, ...] = (
 )
 
 
+#: The fault cases of the OpenStack target, proven live on guests the
+#: all-in-one boots (``ci/tox -e openstack-guests``): each breaks the cloud or
+#: the module, not a node of a running cluster.
+GUESTS_TEST = "tests/openstack/test_guests.py"
+ON_GUESTS: tuple[FieldReport, ...] = (
+    FieldReport("no-valid-host", "a server in ERROR after apply (the scheduler finds no host); destroy with it in ERROR",
+                f"{GUESTS_TEST}::test_a_server_nova_cannot_place_is_named_with_its_fault_and_destroyed",
+                r"^node\d: server in ERROR: No valid host was found"),
+    FieldReport("ssh-to-the-world", "a security group rule opening SSH to 0.0.0.0/0",
+                f"{GUESTS_TEST}::test_ssh_open_to_the_world_is_found_by_the_outside_probe",
+                "the outside probe finds node1 <address> tcp/22 and node2 <address> tcp/22 open"),
+    FieldReport("user-data-fails", "a guest whose user data fails (cloud-init's runcmd exits non-zero)",
+                f"{GUESTS_TEST}::test_a_guest_whose_user_data_fails_is_named_from_its_console_log",
+                r"^node2: cloud-init failed \(console log\): .*(scripts-user|Failed to run module)"),
+    FieldReport("fip-before-router", "a floating IP associated before the subnet's router interface exists",
+                f"{GUESTS_TEST}::test_a_floating_ip_made_before_the_router_interface_is_named_as_neutrons_error",
+                r"ExternalGatewayForFloatingIPNotFound|is not reachable from subnet"),
+)
+
+
 #: The node names and training user the table's messages are shown with (the local profile's).
 _SHOWN_AS = {"n0": "node1", "n1": "node2", "user": "hvd"}
 
@@ -58,7 +78,7 @@ def _cell(text: str) -> str:
 
 def fault_table() -> str:
     """The table of the fault cases, one row per case of :data:`FAULTS`
-    in order, then one per field report of :data:`ELSEWHERE`: id, field report, what is injected, and the messages its
+    in order, then one per field report of :data:`ELSEWHERE` and one per case of :data:`ON_GUESTS`: id, field report, what is injected, and the messages its
     failures must match (regexes, shown for node1, node2 and user hvd).
     Markdown lines without the markers, no trailing newline."""
     rows = ["| id | field report | what is injected | the message it must produce (regex) |", "|---|---|---|---|"]
@@ -67,7 +87,7 @@ def fault_table() -> str:
         assert not any("`" in m for m in messages), f"{fault.id}: a message with a backtick breaks the table"
         rows.append(f"| {fault.id} | {_cell(fault.report_kind)} | {_cell(fault.title)} | "
                     + "<br>".join(f"`{_cell(m)}`" for m in messages) + " |")
-    for report in ELSEWHERE:
+    for report in (*ELSEWHERE, *ON_GUESTS):
         rows.append(f"| {report.id} | {_cell(report.report_kind)} | proven by `{report.proven_by}` | "
                     f"`{_cell(report.message)}` |")
     return "\n".join(rows)

@@ -9,7 +9,7 @@ import re
 import pytest
 
 from refarch.faults.catalogue import FAULTS, by_id
-from refarch.faults.table import ELSEWHERE, fault_table
+from refarch.faults.table import ELSEWHERE, ON_GUESTS, fault_table
 from refarch.paths import ROOT
 
 
@@ -26,6 +26,9 @@ def test_every_case_names_its_field_report_and_messages():
     for report in ELSEWHERE:
         for path in report.proven_by.split(", "):
             assert (ROOT / path.split(" (")[0]).exists(), f"{report.id}: {path} does not exist"
+    for case in ON_GUESTS:
+        path, test = case.proven_by.split("::")
+        assert f"def {test}(" in (ROOT / path).read_text(encoding="utf-8"), f"{case.id}: {case.proven_by} is gone"
     with pytest.raises(KeyError):
         by_id("F99")
 
@@ -33,7 +36,7 @@ def test_every_case_names_its_field_report_and_messages():
 def test_the_table_has_a_row_per_case_with_every_message():
     rows = fault_table().splitlines()[2:]
     assert [row.split(" | ", 1)[0].removeprefix("| ") for row in rows] == [f.id for f in FAULTS] + [
-        r.id for r in ELSEWHERE]
+        r.id for r in ELSEWHERE] + [r.id for r in ON_GUESTS]
     f18 = next(row for row in rows if row.startswith("| F18 |"))
     assert f18.count("<br>") == len(by_id("F18").more_messages)
     assert "`node1 -> node2 \\(\\S+\\): packets above 1400 bytes vanish" in f18
