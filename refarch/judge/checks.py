@@ -171,6 +171,7 @@ ROOT_CAUSE_PATTERNS = (
     r"Permission denied",
     r"ModuleNotFoundError|ImportError|undefined symbol",
     r"No such file or directory",
+    r"Wait timeout after \d+ seconds for key",
     r"Horovod background loop uncaught exception|HorovodInternalError",
     r"This account is currently not available",
     r"ORTE was unable to reliably start one or more daemons",
@@ -236,6 +237,26 @@ def gloo_bind_hint(output: str) -> str:
         return ""
     return (f"a rank's node calls itself {m[1]} and {m[1]} resolves to {m[2]}, an address that node lacks "
             "(two nodes with one hostname, or a stale name)")
+
+
+#: A rank's Gloo rendezvous that gave up: ``[1]<stderr>: ... Wait timeout
+#: after 30 seconds for key(s): 0`` (horovod/common/gloo/http_store.cc).
+_GLOO_WAIT = re.compile(r"^\[(\d+)\]<std(?:err|out)>:.*Wait timeout after (\d+) seconds for key\(s\): ([\d, ]+)", re.M)
+
+
+def gloo_timeout_hint(output: str, nodes: list[str] | None = None) -> str:
+    """Why a job stopped in Gloo's rendezvous, when a rank's output says so:
+    rank 1 (on ``nodes[1]``) waited HOROVOD_GLOO_TIMEOUT_SECONDS for the
+    ranks named by the key, which reached ``hvd.init`` later (a slow start:
+    TensorFlow's import under QEMU's TCG takes minutes) or never; "" when
+    no rank says so.  ``nodes``: the node of each rank, in rank order."""
+    m = _GLOO_WAIT.search(output)
+    if not m:
+        return ""
+    rank, seconds, keys = int(m[1]), m[2], m[3].strip().rstrip(",")
+    where = f" on {nodes[rank]}" if nodes and rank < len(nodes) else ""
+    return (f"rank {rank}{where} waited {seconds} s in Gloo's rendezvous for rank(s) {keys} "
+            "(HOROVOD_GLOO_TIMEOUT_SECONDS: the profile's smoke.gloo_timeout_s raises it)")
 
 
 def root_cause(output: str) -> str:

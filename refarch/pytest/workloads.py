@@ -57,7 +57,9 @@ def horovodrun(hosts, first: str, profile, script_args: str, hostlist: str, worl
     pin = ' --network-interface "$REFARCH_CLUSTER_IFACE"' if world_size > 1 else ""
     stall_check = f" --stall-check-warning-time-seconds {watch.horovod_stall_check_s}" if name in WATCHED else ""
     script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
-    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}{stall_check}"
+    gloo_timeout = profile.smoke.gloo_timeout_s
+    gloo_env = f"HOROVOD_GLOO_TIMEOUT_SECONDS={gloo_timeout} " if gloo_timeout else ""
+    cmd = (f"cd /tmp && {gloo_env}horovodrun --gloo -np {world_size} -H {hostlist}{pin}{stall_check}"
            f" --start-timeout {profile.smoke.start_timeout_s} {script}")
     user, limit_s = profile.training_user.name, profile.timeouts_s.smoke
     where = f" (full output: {log})" if log is not None else ""
@@ -84,7 +86,7 @@ def horovodrun(hosts, first: str, profile, script_args: str, hostlist: str, worl
         return checks.parse_training_result(out)
     except ValueError:
         cause = checks.cause_line(out)
-        hint = checks.gloo_bind_hint(out)
+        hint = checks.gloo_bind_hint(out) or checks.gloo_timeout_hint(out, jobwatch.rank_nodes(hostlist))
         cause += f": {hint}" if hint else ""
         pytest.fail(f"{what} failed (exit {rc}): {cause}{where}")
 

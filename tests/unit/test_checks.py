@@ -147,6 +147,17 @@ def test_a_gloo_bind_failure_names_the_hostname_that_resolves_elsewhere():
     assert checks.gloo_bind_hint("Gloo connectFullMesh failed") == ""
 
 
+def test_a_gloo_rendezvous_timeout_names_the_waiting_rank_its_node_and_the_knob():
+    # np=2 on two QEMU (TCG) guests of the all-in-one, as recorded: node2's
+    # rank reached hvd.init more than 30 s before node1's and gave up.
+    out = (Path(__file__).parent / "data" / "causes" / "gloo-rendezvous-timeout-np2.txt").read_text()
+    assert "Wait timeout after 30 seconds for key(s): 0" in checks.cause_line(out)
+    assert checks.gloo_timeout_hint(out, ["node1", "node2"]) == (
+        "rank 1 on node2 waited 30 s in Gloo's rendezvous for rank(s) 0 "
+        "(HOROVOD_GLOO_TIMEOUT_SECONDS: the profile's smoke.gloo_timeout_s raises it)")
+    assert checks.gloo_timeout_hint("[0]<stderr>:Terminated") == ""
+
+
 def test_an_orted_error_names_its_node_and_cause():
     # mpirun's output with node2's /tmp full (F25) and node2's open-file limit at 20 (F23), as recorded.
     data = Path(__file__).parent / "data" / "mpirun"
