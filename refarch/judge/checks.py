@@ -256,7 +256,7 @@ def gloo_timeout_hint(output: str, nodes: list[str] | None = None) -> str:
     rank, seconds, keys = int(m[1]), m[2], m[3].strip().rstrip(",")
     where = f" on {nodes[rank]}" if nodes and rank < len(nodes) else ""
     return (f"rank {rank}{where} waited {seconds} s in Gloo's rendezvous for rank(s) {keys} "
-            "(HOROVOD_GLOO_TIMEOUT_SECONDS: the profile's smoke.gloo_timeout_s raises it)")
+            "(horovodrun's --gloo-timeout-seconds: the profile's smoke.gloo_timeout_s raises it)")
 
 
 def root_cause(output: str) -> str:

@@ -58,9 +58,9 @@ def horovodrun(hosts, first: str, profile, script_args: str, hostlist: str, worl
     stall_check = f" --stall-check-warning-time-seconds {watch.horovod_stall_check_s}" if name in WATCHED else ""
     script = f"{HOROVOD_PYTHON} $(dirname $(command -v horovodrun))/{script_args}"
     gloo_timeout = profile.smoke.gloo_timeout_s
-    gloo_env = f"HOROVOD_GLOO_TIMEOUT_SECONDS={gloo_timeout} " if gloo_timeout else ""
-    cmd = (f"cd /tmp && {gloo_env}horovodrun --gloo -np {world_size} -H {hostlist}{pin}{stall_check}"
-           f" --start-timeout {profile.smoke.start_timeout_s} {script}")
+    gloo_timeout_arg = f" --gloo-timeout-seconds {gloo_timeout}" if gloo_timeout else ""
+    cmd = (f"cd /tmp && horovodrun --gloo -np {world_size} -H {hostlist}{pin}{stall_check}"
+           f" --start-timeout {profile.smoke.start_timeout_s}{gloo_timeout_arg} {script}")
     user, limit_s = profile.training_user.name, profile.timeouts_s.smoke
     where = f" (full output: {log})" if log is not None else ""
     what = f"horovodrun {name} np={world_size} on {hostlist}"

@@ -154,7 +154,7 @@ def test_a_gloo_rendezvous_timeout_names_the_waiting_rank_its_node_and_the_knob(
     assert "Wait timeout after 30 seconds for key(s): 0" in checks.cause_line(out)
     assert checks.gloo_timeout_hint(out, ["node1", "node2"]) == (
         "rank 1 on node2 waited 30 s in Gloo's rendezvous for rank(s) 0 "
-        "(HOROVOD_GLOO_TIMEOUT_SECONDS: the profile's smoke.gloo_timeout_s raises it)")
+        "(horovodrun's --gloo-timeout-seconds: the profile's smoke.gloo_timeout_s raises it)")
     assert checks.gloo_timeout_hint("[0]<stderr>:Terminated") == ""
 
 

@@ -22,9 +22,10 @@ def _launched(monkeypatch, profile) -> str:
 
 def test_horovodrun_hands_the_profiles_gloo_timeout_to_every_rank(monkeypatch):
     cmd = _launched(monkeypatch, load_profile("openstack-aio-guests"))
-    assert cmd.startswith("cd /tmp && HOROVOD_GLOO_TIMEOUT_SECONDS=900 horovodrun --gloo -np 2 -H node1:1,node2:1")
+    assert cmd.startswith("cd /tmp && horovodrun --gloo -np 2 -H node1:1,node2:1")
+    assert " --start-timeout 900 --gloo-timeout-seconds 900 " in cmd
 
 
 def test_horovodrun_keeps_horovods_default_gloo_timeout_when_the_profile_sets_none(monkeypatch):
     cmd = _launched(monkeypatch, load_profile("local"))
-    assert "HOROVOD_GLOO_TIMEOUT_SECONDS" not in cmd and cmd.startswith("cd /tmp && horovodrun --gloo")
+    assert "--gloo-timeout-seconds" not in cmd and cmd.startswith("cd /tmp && horovodrun --gloo")
