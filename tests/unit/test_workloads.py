@@ -23,7 +23,7 @@ def _launched(monkeypatch, profile) -> str:
 def test_horovodrun_hands_the_profiles_gloo_timeout_to_every_rank(monkeypatch):
     cmd = _launched(monkeypatch, load_profile("openstack-aio-guests"))
     assert cmd.startswith("cd /tmp && horovodrun --gloo -np 2 -H node1:1,node2:1")
-    assert " --start-timeout 900 --gloo-timeout-seconds 900 " in cmd
+    assert " --start-timeout 900 --gloo-timeout-seconds 1500 " in cmd
 
 
 def test_horovodrun_keeps_horovods_default_gloo_timeout_when_the_profile_sets_none(monkeypatch):
