@@ -28,6 +28,7 @@ import pytest
 from refarch.clouds import aio as aio_mod
 from refarch.clouds import local as localcloud
 from refarch.clouds import openstack as ostk
+from refarch.clouds.aio import footprint
 from refarch.cluster import Cluster
 from refarch.errors import CommandError, RefarchError
 from refarch.paths import TERRAFORM_DIR
@@ -38,8 +39,12 @@ from refarch.pytest.state import say
 PROFILE = "openstack-aio-guests"
 ROOT = Path(__file__).resolve().parents[2]
 
-#: The host before the all-in-one started (see :func:`_host`).
+#: The host before the all-in-one started (see :func:`_host`), for the
+#: figures the last test prints; what it must not leave is :data:`HELD`.
 BEFORE: dict[str, set[str]] = {}
+#: What of the host the all-in-one held (refarch.clouds.aio.footprint),
+#: read after it started and again before it stops.
+HELD: dict[str, set[str]] = {}
 OWNED: list[bool] = []
 
 
@@ -77,6 +82,7 @@ def aio(request):
     started = time.monotonic()
     a, owned = aio_mod.use(load_profile(PROFILE), "guests")
     OWNED[:] = [owned]
+    HELD.update(footprint.held(a))
     _say(request, f"all-in-one {a.run_id} ({'started' if owned else 'kept'}) in {time.monotonic() - started:.0f} s")
     yield a
     if owned and not a.rundir.read_meta().get("destroyed"):
@@ -257,15 +263,24 @@ def test_a_floating_ip_made_before_the_router_interface_is_named_as_neutrons_err
 
 
 def test_stopping_the_all_in_one_leaves_nothing_on_the_host(aio, request):
+    """Stopping the all-in-one removes its container and network, and
+    nothing it held on the host is left: its bridge, veths and external
+    link, its network namespace (the agents' bridges, taps and router
+    namespaces, and every service's socket, were inside it) and the guests'
+    QEMU processes.  Judged by what it held, not by a before/after diff:
+    other runs on a shared machine change the host meanwhile."""
     if not OWNED or not OWNED[0]:
         pytest.skip(f"the all-in-one {aio.run_id} is kept: it stays running")
+    for kind, items in footprint.held(aio).items():
+        HELD.setdefault(kind, set()).update(items)
+    assert HELD.get("links") and HELD.get("netns"), f"nothing of {aio.run_id} was found on the host: {HELD}"
     aio_mod.stop(aio)
     found = localcloud.run_resources(aio.run_id)
     assert not found["containers"] and not found["networks"], found
-    after = _host()
-    left = {kind: sorted(after[kind] - BEFORE.get(kind, set())) for kind in after}
-    left = {kind: items for kind, items in left.items() if items}
-    assert aio.host_link not in after["links"], f"the all-in-one's link {aio.host_link} is left"
+    left = footprint.left(HELD)
     assert not left, f"left on the host after the all-in-one {aio.run_id} stopped: {left}"
-    _say(request, f"stopped {aio.run_id}: no container, network, link, namespace, qemu process or listening "
-                  f"port of it left ({len(after['links'])} links, {len(after['listening'])} sockets as before)")
+    after = _host()
+    _say(request, f"stopped {aio.run_id}: none of what it held is left ({', '.join(sorted(HELD['links']))}; "
+                  f"netns {', '.join(sorted(HELD['netns']))}; {len(HELD.get('qemu', ()))} qemu processes seen); "
+                  f"host links {len(BEFORE.get('links', ()))} before, {len(after['links'])} after; listening sockets "
+                  f"{len(BEFORE.get('listening', ()))} before, {len(after['listening'])} after")
