@@ -194,6 +194,25 @@ def _module_copy(cluster: Cluster, edit) -> Path:
     return folder
 
 
+def _deploy_that_fails(aio, error: type[Exception], edit=None) -> tuple[Cluster, str, float]:
+    """Deploy a new cluster on ``aio`` (its module first changed by
+    ``edit(folder)``, when given) that must fail with ``error``; destroy it
+    and check destroy left nothing.  Returns the cluster, the failure's
+    message and the seconds until it was named."""
+    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
+    if edit is not None:
+        _module_copy(cluster, edit)
+    started = time.monotonic()
+    try:
+        with pytest.raises(error) as caught:
+            cluster.deploy()
+        took_s = time.monotonic() - started
+    finally:
+        report = cluster.destroy()
+    assert report["leaks"] == {} and report["state"] == [], report
+    return cluster, str(caught.value), took_s
+
+
 #: Terraform's override file (merged into main.tf's resource): node2's user
 #: data is a cloud-config whose runcmd fails, as a slip in user data does.
 FAILING_USER_DATA = """\
@@ -212,18 +231,9 @@ def test_a_guest_whose_user_data_fails_is_named_from_its_console_log(aio, reques
     the guest's console, and the run names node2 and cloud-init's words from
     the console log (Nova's os-getConsoleOutput) once its final stage has
     run, not as an SSH timeout; destroy leaves nothing."""
-    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
-    _module_copy(cluster, lambda folder: (folder / "fault_override.tf").write_text(FAILING_USER_DATA))
-    started = time.monotonic()
-    try:
-        with pytest.raises(RefarchError) as caught:
-            cluster.deploy()
-        took_s = time.monotonic() - started
-    finally:
-        report = cluster.destroy()
-    message = str(caught.value)
+    cluster, message, took_s = _deploy_that_fails(
+        aio, RefarchError, lambda folder: (folder / "fault_override.tf").write_text(FAILING_USER_DATA))
     assert re.match(r"^node2: cloud-init failed \(console log\): .*(scripts-user|Failed to run module)", message), message
-    assert report["leaks"] == {} and report["state"] == [], report
     assert not (cluster.rundir.logs / "ansible.log").exists(), "Ansible ran against a guest whose user data failed"
     _say(request, f"failing user data: named in {took_s:.0f} s: {message[:200]}; destroy left nothing")
 
@@ -247,18 +257,8 @@ def test_a_floating_ip_made_before_the_router_interface_is_named_as_neutrons_err
     Neutron refuses it (the external network is not reachable from the
     subnet), apply fails quoting Neutron, no node is waited for; destroy
     leaves nothing."""
-    cluster = Cluster.create(PROFILE, overrides=aio.overrides())
-    _module_copy(cluster, _floating_ip_before_the_router_interface)
-    started = time.monotonic()
-    try:
-        with pytest.raises(CommandError) as caught:
-            cluster.deploy()
-        took_s = time.monotonic() - started
-    finally:
-        report = cluster.destroy()
-    message = str(caught.value)
+    _, message, took_s = _deploy_that_fails(aio, CommandError, _floating_ip_before_the_router_interface)
     assert re.search(r"ExternalGatewayForFloatingIPNotFound|is not reachable from subnet", message), message
-    assert report["leaks"] == {} and report["state"] == [], report
     _say(request, f"floating IP before the router interface: named in {took_s:.0f} s: {message[-240:]}; "
                   "destroy left nothing")
 
