@@ -191,7 +191,7 @@ def await_boot(conn, servers: dict[str, str], timeout_s: float, poll_s: float = 
             server = conn.compute.get_server(_server(conn, servers[name]))
             if server.status == "ERROR":
                 fault = server.fault or {}
-                raise RefarchError(f"node {name}: server in ERROR: {fault.get('message') or 'Nova recorded no fault'}"
+                raise RefarchError(f"{name}: server in ERROR: {fault.get('message') or 'Nova recorded no fault'}"
                                    f"{' (code ' + str(fault['code']) + ')' if fault.get('code') else ''}")
             if server.status != "ACTIVE":
                 continue
@@ -202,12 +202,12 @@ def await_boot(conn, servers: dict[str, str], timeout_s: float, poll_s: float = 
             lines = console.splitlines()
             failed = [line for line in lines if any(mark in line for mark in CLOUD_INIT_FAILED)]
             if failed:
-                raise RefarchError(f"node {name}: cloud-init failed (console log): " + " | ".join(failed[-3:]))
+                raise RefarchError(f"{name}: cloud-init failed (console log): " + " | ".join(failed[-3:]))
             # The kernel's console prefixes it ("[  130.63] cloud-init[535]: Cloud-init v. ...").
             finished = [line for line in lines if CLOUD_INIT_FINISHED in line and " finished at " in line]
             if finished:
                 if NO_DATASOURCE in finished[-1]:
-                    raise RefarchError(f"node {name}: cloud-init found no datasource (DataSourceNone): no user data, "
+                    raise RefarchError(f"{name}: cloud-init found no datasource (DataSourceNone): no user data, "
                                        f"no keys: {finished[-1].strip()}")
                 done[name] = round(clock() - start, 1)
             waiting[name] = lines[-1].strip() if lines else ""
@@ -215,7 +215,7 @@ def await_boot(conn, servers: dict[str, str], timeout_s: float, poll_s: float = 
             return done
         if clock() - start > timeout_s:
             late = [n for n in waiting if n not in done]
-            raise RefarchError(f"node {late[0]}: not booted within {timeout_s:.0f} s; its console's last line: "
+            raise RefarchError(f"{late[0]}: not booted within {timeout_s:.0f} s; its console's last line: "
                                f"{waiting[late[0]] or '(empty)'}")
         sleep(poll_s)
 

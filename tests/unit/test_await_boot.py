@@ -50,28 +50,29 @@ def test_every_node_booted_returns_the_seconds():
 def test_a_server_in_error_is_named_with_novas_fault():
     fault = {"code": 500, "message": "No valid host was found. There are not enough hosts available."}
     c = conn(**{"r-node1": ("ACTIVE", None, FINISHED), "r-node2": ("ERROR", fault, "")})
-    with pytest.raises(RefarchError, match=r"^node r-node2: server in ERROR: No valid host was found\..* \(code 500\)$"):
+    with pytest.raises(RefarchError, match=r"^r-node2: server in ERROR: No valid host was found\..* \(code 500\)$"):
         await_boot(c, {"r-node1": "r-node1", "r-node2": "r-node2"}, 60, clock=clock(), sleep=lambda s: None)
 
 
 def test_failed_user_data_is_named_from_the_console_log():
-    console = ("[  61.2] cloud-init[612]: 2026-12-07 04:09:01,001 - cc_scripts_user.py[WARNING]: Failed to run module "
-               "scripts_user (scripts in /var/lib/cloud/instance/scripts)\n")
+    # As node2's console showed it on the all-in-one (its runcmd exited 3).
+    console = ("[  195.797883] cloud-init[536]: 2026-12-07 14:05:15,470 - cc_scripts_user.py[WARNING]: Failed to run "
+               "module scripts-user (scripts in /var/lib/cloud/instance/scripts)\n")
     c = conn(**{"r-node1": ("ACTIVE", None, console)})
-    with pytest.raises(RefarchError, match=r"^node r-node1: cloud-init failed \(console log\): .*scripts_user"):
+    with pytest.raises(RefarchError, match=r"^r-node1: cloud-init failed \(console log\): .*scripts-user"):
         await_boot(c, {"r-node1": "r-node1"}, 60, clock=clock(), sleep=lambda s: None)
 
 
 def test_datasource_none_means_no_keys():
     c = conn(**{"r-node1": ("ACTIVE", None, FINISHED.replace("DataSourceConfigDrive [net,ver=2][source=/dev/sr0]",
                                                               "DataSourceNone"))})
-    with pytest.raises(RefarchError, match=r"^node r-node1: cloud-init found no datasource"):
+    with pytest.raises(RefarchError, match=r"^r-node1: cloud-init found no datasource"):
         await_boot(c, {"r-node1": "r-node1"}, 60, clock=clock(), sleep=lambda s: None)
 
 
 def test_a_slow_guest_is_named_with_its_consoles_last_line():
     c = conn(**{"r-node1": ("ACTIVE", None, "[  14.7] systemd[1]: Hostname set to <vm>.\n")})
-    with pytest.raises(RefarchError, match=r"^node r-node1: not booted within 20 s; .*Hostname set to <vm>\.$"):
+    with pytest.raises(RefarchError, match=r"^r-node1: not booted within 20 s; .*Hostname set to <vm>\.$"):
         await_boot(c, {"r-node1": "r-node1"}, 20, clock=clock(), sleep=lambda s: None)
 
 
