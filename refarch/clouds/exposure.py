@@ -125,11 +125,15 @@ def create_probe(probe: Probe) -> None:
         proc.run(cmd, timeout_s=30)
 
 
+def host_netns() -> list[str]:
+    """The host's named network namespaces now (``ip -j netns list``)."""
+    out = proc.run(["ip", "-j", "netns", "list"], timeout_s=30, check=False).stdout.strip()
+    return [entry["name"] for entry in json.loads(out or "[]")]
+
+
 def run_netns(run_id: str) -> list[str]:
     """Network namespaces of ``run_id``'s probes that exist now."""
-    out = proc.run(["ip", "-j", "netns", "list"], timeout_s=30, check=False).stdout.strip()
-    names = [entry["name"] for entry in json.loads(out or "[]")]
-    return [n for n in names if n in {netns_name(run_id, k) for k in PROBE_KINDS}]
+    return [n for n in host_netns() if n in {netns_name(run_id, k) for k in PROBE_KINDS}]
 
 
 def remove_probes(run_id: str) -> list[str]:

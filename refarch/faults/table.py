@@ -78,8 +78,10 @@ def _cell(text: str) -> str:
 
 def fault_table() -> str:
     """The table of the fault cases, one row per case of :data:`FAULTS`
-    in order, then one per field report of :data:`ELSEWHERE` and one per case of :data:`ON_GUESTS`: id, field report, what is injected, and the messages its
-    failures must match (regexes, shown for node1, node2 and user hvd).
+    in order, then one per field report of :data:`ELSEWHERE` and one per
+    case of :data:`ON_GUESTS`: id, field report, what is injected, and the
+    messages its failures must match (regexes, shown for node1, node2 and
+    user hvd).
     Markdown lines without the markers, no trailing newline."""
     rows = ["| id | field report | what is injected | the message it must produce (regex) |", "|---|---|---|---|"]
     for fault in FAULTS:

@@ -56,8 +56,8 @@ class Smoke(Strict):
     gloo_timeout_s: int | None = Field(None, ge=1)
     """Seconds a rank waits in Gloo's rendezvous and collectives in every horovodrun job of the
     smoke, scaling, convergence and allreduce runs (horovodrun's --gloo-timeout-seconds, which it
-    hands to every rank as HOROVOD_GLOO_TIMEOUT_SECONDS); unset: Horovod's default, 30.  Raise it where ranks reach ``hvd.init``
-    minutes apart (TensorFlow's import under QEMU's TCG)."""
+    hands to every rank as HOROVOD_GLOO_TIMEOUT_SECONDS); unset: Horovod's default, 30.  Raise it
+    where ranks reach ``hvd.init`` minutes apart (TensorFlow's import under QEMU's TCG)."""
     baseline_rounds: int = Field(3, ge=0)
     """Rounds in which every job at np > 1 also times rank 0 alone (its np=1 baseline); 0: the np=1 job is it."""
     max_relative_width: float = Field(0.5, gt=0)

@@ -24,6 +24,7 @@ import json
 from pathlib import Path
 
 from ... import proc
+from ..exposure import host_netns
 
 
 def _read(path: Path) -> str:
@@ -66,16 +67,16 @@ def held(aio) -> dict[str, set[str]]:
                           check=False).stdout.strip()
         veth = _link_by_index(iflink) if iflink else ""
         out["links"] |= {veth} if veth else set()
-        for pid_dir in Path("/proc").glob("[0-9]*"):
-            if _read(pid_dir / "comm").startswith("qemu-system") and container_id in _read(pid_dir / "cgroup"):
-                out["qemu"].add(pid_dir.name)
+        out["qemu"] |= qemu_pids(container_id)
     return out
 
 
-def netns_names() -> set[str]:
-    """The host's named network namespaces (``ip netns list``)."""
-    lines = proc.run(["ip", "netns", "list"], timeout_s=30, check=False).stdout.splitlines()
-    return {line.split()[0] for line in lines if line.strip()}
+def qemu_pids(container_id: str = "") -> set[str]:
+    """The pids of the host's QEMU processes (from /proc: no command to
+    install), only those in the cgroup of container ``container_id`` when
+    given."""
+    return {pid_dir.name for pid_dir in Path("/proc").glob("[0-9]*")
+            if _read(pid_dir / "comm").startswith("qemu-system") and container_id in _read(pid_dir / "cgroup")}
 
 
 def left(footprint: dict[str, set[str]]) -> dict[str, list[str]]:
@@ -83,7 +84,7 @@ def left(footprint: dict[str, set[str]]) -> dict[str, list[str]]:
     still has: links, named namespaces and live processes; empty lists
     dropped."""
     links = {p.name for p in Path("/sys/class/net").iterdir()}
-    netns = netns_names()
+    netns = set(host_netns())
     alive = {pid for pid in footprint.get("qemu", set()) if _read(Path("/proc") / pid / "comm").startswith("qemu")}
     found = {"links": sorted(footprint.get("links", set()) & links),
              "netns": sorted(footprint.get("netns", set()) & netns),
