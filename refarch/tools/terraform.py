@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import stat
@@ -100,8 +101,9 @@ class Terraform:
         except tftest.TerraformTestError as exc:
             if timed_out.is_set():
                 raise PhaseTimeout(f"terraform {what} ran past its {int(limit)} s limit") from None
-            text = " ".join(str(exc).split())
-            raise CommandError(f"terraform {what} failed: {text[-600:]}") from None
+            errors = diagnostics(exc.cmd_error or "")
+            text = "; ".join(errors) if errors else " ".join(str(exc).split())[-600:]
+            raise CommandError(f"terraform {what} failed: {text}") from None
         except BaseException:
             # Ctrl-C / SIGTERM while terraform runs: stop it before anything
             # else touches the state.
@@ -164,6 +166,54 @@ class Terraform:
             return []
         out = self._call("state list", 60, self.tf.execute_command, "state", "list").out
         return [line for line in out.splitlines() if line.strip()]
+
+
+#: Characters of one error diagnostic kept in a message (Neutron's and
+#: Nova's errors quote whole JSON bodies).
+DIAGNOSTIC_CHARS = 700
+
+
+def diagnostics(stderr: str) -> list[str]:
+    """Terraform's error diagnostics in ``stderr`` (its human output with
+    ``-no-color``: a block per error, ``Error: <summary>``, then where:
+    ``with <resource address>,`` and/or ``on <file> line <n>...`` with the
+    source excerpt up to a blank line, then the detail paragraphs), each as
+    one line ``<where>: <summary>: <detail>`` of at most
+    :data:`DIAGNOSTIC_CHARS` characters (a long detail keeps its end, where
+    a failed command's output names its cause), in Terraform's order;
+    ``<where>`` is the resource address, else ``<file> line <n>``.  Empty
+    when ``stderr`` holds none."""
+    found = []
+    lines_all = stderr.splitlines()
+    # A diagnostic starts after a blank line; a command's output quoted in
+    # a detail may have lines that start "Error: " too.
+    starts = [i for i, line in enumerate(lines_all)
+              if line.startswith("Error: ") and (i == 0 or not lines_all[i - 1].strip())]
+    for start, end in zip(starts, [*starts[1:], len(lines_all)], strict=True):
+        lines = lines_all[start:end]
+        summary, where, rest = lines[0].removeprefix("Error: ").strip(), "", lines[1:]
+        while rest and not rest[0].strip():
+            rest = rest[1:]
+        if rest and re.match(r"\s+(with|on) ", rest[0]):
+            for line in rest:
+                if not line.strip():
+                    break
+                address = re.match(r"\s+with (\S+?),?$", line)
+                source = re.match(r"\s+on (\S+ line \d+)", line)
+                if address or (source and not where):
+                    where = (address or source).group(1)
+            blank = next(i for i, line in enumerate(rest + [""]) if not line.strip())
+            rest = rest[blank:]
+        detail = " ".join(line.strip() for line in rest if line.strip())
+        if len(summary) > DIAGNOSTIC_CHARS // 2 and detail:
+            summary = summary[:DIAGNOSTIC_CHARS // 2 - 3] + "..."
+        text = f"{summary}: {detail}" if detail else summary
+        if len(text) > DIAGNOSTIC_CHARS:
+            # A command's output ends with its cause: keep the end.
+            keep = DIAGNOSTIC_CHARS - len(summary) - 5
+            text = f"{summary}: ...{detail[-keep:]}" if keep > 0 else text[:DIAGNOSTIC_CHARS - 3] + "..."
+        found.append(f"{where}: {text}" if where else text)
+    return found
 
 
 def _stop(pidfile: Path, wait: bool) -> None:
