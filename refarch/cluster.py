@@ -21,7 +21,7 @@ from . import proc, progress
 from .clouds.drivers import driver_for
 from .clouds.protocol import CloudDriver, Prepared, RunContext
 from .contract import Contract
-from .errors import CommandError, LeakError, RefarchError, TeardownError
+from .errors import CloudGone, CommandError, LeakError, RefarchError, TeardownError
 from .lifecycle import in_phase
 from .paths import write_private
 from .profile import Profile, load_profile
@@ -220,7 +220,10 @@ class Cluster:
 
         Returns ``{"swept": {...}, "state": [...], "leaks": {...}}``, plus
         ``destroy_error`` (Terraform's error) when the destroy failed.  The
-        sweep and the leak check run either way.
+        sweep and the leak check run either way.  When the cloud the run
+        was deployed on is gone with all it held (:class:`CloudGone`), the
+        report is ``{"cloud_gone": why, "swept": {}, "state": [],
+        "leaks": {}}`` and the run is marked destroyed.
 
         Raises:
             LeakError: Terraform state or labelled resources remain.
@@ -229,6 +232,12 @@ class Cluster:
         """
         log = self.rundir.logs / "teardown.log"
         report: dict = {}
+        try:
+            self.terraform  # noqa: B018 - its environment names the cloud the run lives on
+        except CloudGone as exc:
+            report = {"cloud_gone": str(exc), "swept": {}, "state": [], "leaks": {}}
+            self.rundir.update_meta(kept=False, destroyed=True, teardown=report)
+            return report
         with self.phase("teardown"):
             try:
                 self.terraform.destroy(self.profile.timeouts_s.teardown)

@@ -34,3 +34,9 @@ class TeardownError(RefarchError):
 class NotSupported(RefarchError):
     """The cloud driver has no such capability (e.g. the exposure survey on
     OpenStack); the check that needs it says so and does not run there."""
+
+
+class CloudGone(RefarchError):
+    """The cloud a run was deployed on is gone, and everything the run made
+    went with it (the suite's all-in-one was stopped): there is nothing to
+    reach, and ``destroy`` has nothing to remove."""

@@ -51,7 +51,7 @@ from pathlib import Path
 import yaml
 
 from ... import proc
-from ...errors import RefarchError
+from ...errors import CloudGone, RefarchError
 from ...owner import LABEL_RUN_ID, Owner
 from ...paths import cache_dir, cache_lock, load_versions, write_private
 from ...profile import Profile
@@ -375,11 +375,28 @@ def serve_profile(name: str, overrides: dict) -> tuple[dict, Profile, AllInOne |
 
 def serve_run(meta: dict) -> None:
     """Point this process at the all-in-one a run was deployed on (its
-    ``run.json`` ``all_in_one``), unless one is chosen already."""
-    if meta.get("all_in_one") and not os.environ.get(ENV_RUN_ID):
-        from ...paths import runs_dir
+    ``run.json`` ``all_in_one``): the run's servers, networks and volumes
+    live on that one only, whichever this process chose before.
 
-        _serve(load(RunDir.at(runs_dir() / meta["all_in_one"])))
+    Raises:
+        CloudGone: that all-in-one was stopped (its ``run.json`` says
+            destroyed, or its container no longer runs).
+    """
+    run_id = meta.get("all_in_one")
+    if not run_id:
+        return
+    from ...paths import runs_dir
+
+    if os.environ.get(ENV_RUN_ID) == run_id and os.environ.get("OS_CLIENT_CONFIG_FILE"):
+        return
+    path = runs_dir() / run_id
+    gone = not (path / "run.json").exists() or RunDir.at(path).read_meta().get("destroyed")
+    if not gone:
+        gone = run_id not in {a.run_id for a in running()}
+    if gone:
+        raise CloudGone(f"run {meta.get('run_id', '?')} was deployed on the all-in-one {run_id}, which was "
+                        "stopped: its servers, networks and volumes went with it")
+    _serve(load(RunDir.at(path)))
 
 
 def stop(aio: AllInOne) -> dict[str, list[str]]:
