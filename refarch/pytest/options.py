@@ -197,6 +197,20 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("node_name", names, ids=names, scope="session")
 
 
+#: Seconds a run phase's item may take past the limit of the job it runs
+#: (the job's stop and the collection of its logs).
+JOB_ITEM_SLACK_S = 600
+
+
+def _session_timeout_s(config) -> float:
+    """pytest-timeout's limit for every item: ``--timeout``, else the ini's
+    ``timeout``; 0 when none."""
+    try:
+        return float(config.getoption("timeout", None) or config.getini("timeout") or 0)
+    except (ValueError, TypeError):
+        return 0.0
+
+
 def pytest_collection_modifyitems(config, items):
     state = config.stash.get(STATE, None)
     if state and state.existing is not None:
@@ -207,9 +221,20 @@ def pytest_collection_modifyitems(config, items):
     if state:
         # The check phase's time limit applies to each check's own call
         # (not to the setup that deploys the cluster).
+        # A run phase's item runs a job with a limit of its own (a
+        # horovodrun job: timeouts_s.smoke; the idempotence re-run:
+        # timeouts_s.configure), whose stop names what ran past it:
+        # pytest-timeout is the last resort behind that limit, never before.
+        t = state.profile.timeouts_s
+        job_s = {"smoke": t.smoke, "properties": t.smoke, "idempotence": t.configure}
         for item in items:
+            phase = item.get_closest_marker("run_phase")
             if "check_phase" in item.keywords:
-                item.add_marker(pytest.mark.timeout(state.profile.timeouts_s.check, func_only=True))
+                item.add_marker(pytest.mark.timeout(t.check, func_only=True))
+            elif phase and phase.args and phase.args[0] in job_s and item.get_closest_marker("timeout") is None:
+                limit_s = job_s[phase.args[0]] + JOB_ITEM_SLACK_S
+                if limit_s > _session_timeout_s(config):
+                    item.add_marker(pytest.mark.timeout(limit_s))
         return
     skip = pytest.mark.skip(reason="no cluster: give --profile NAME or --run-id ID")
     for item in items:
