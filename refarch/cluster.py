@@ -172,7 +172,7 @@ class Cluster:
             except CommandError as exc:
                 faults = self.driver.apply_failure(self.context)
                 if faults:
-                    raise CommandError("; ".join(faults) + f" (terraform apply: {exc})") from exc
+                    raise CommandError("; ".join(faults) + f" ({exc})") from exc
                 raise
             outputs = tf.outputs()
             if "known_hosts" in outputs:
