@@ -230,5 +230,5 @@ def server_faults(conn, run_id: str) -> list[str]:
             continue
         fault = conn.compute.get_server(server.id).fault or {}
         out.append(f"{server.name[len(run_id) + 1:]}: server in ERROR: "
-                   f"{fault.get('message') or 'Nova recorded no fault'}")
+                   f"{(fault.get('message') or '').strip() or 'Nova recorded no fault'}")
     return sorted(out)

@@ -87,4 +87,4 @@ def test_a_failed_apply_names_each_server_in_error_with_its_fault():
     fault = {"code": 500, "message": "No valid host was found. "}
     servers = {"r-node1": ("ACTIVE", None, ""), "r-node2": ("ERROR", fault, ""), "other-node1": ("ERROR", fault, "")}
     c = conn(**servers)
-    assert server_faults(c, "r") == ["node2: server in ERROR: No valid host was found. "]
+    assert server_faults(c, "r") == ["node2: server in ERROR: No valid host was found."]
