@@ -189,8 +189,8 @@ def diagnostics(stderr: str) -> list[str]:
     # a detail may have lines that start "Error: " too.
     starts = [i for i, line in enumerate(lines_all)
               if line.startswith("Error: ") and (i == 0 or not lines_all[i - 1].strip())]
-    for start, end in zip(starts, [*starts[1:], len(lines_all)], strict=True):
-        lines = lines_all[start:end]
+    for k, start in enumerate(starts):
+        lines = lines_all[start:starts[k + 1] if k + 1 < len(starts) else len(lines_all)]
         summary, where, rest = lines[0].removeprefix("Error: ").strip(), "", lines[1:]
         while rest and not rest[0].strip():
             rest = rest[1:]

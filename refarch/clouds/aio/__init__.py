@@ -39,7 +39,6 @@ Guests boot the suite's image (:mod:`refarch.clouds.aio.guestimage`).
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import os
 import secrets
 import shutil
@@ -59,6 +58,7 @@ from ...run import RunDir, new_run_id
 from ...tools.debootstrap import image_exists
 from .. import local as localcloud
 from .network import join_external
+from .resources import clouds_entry, make_resources
 
 HERE = Path(__file__).resolve().parent
 IMAGE_REPO = "localhost/refarch-openstack-aio"
@@ -77,9 +77,6 @@ FAKE_EXTERNAL_CIDR = "203.0.113.0/24"
 #: libvirt's CPU model of the guests: AVX and AVX2 for TensorFlow's wheels,
 #: emulated by QEMU 7.2's TCG.
 GUEST_CPU_MODEL = "Haswell-noTSX"
-#: vCPUs and root disk (GB) of the profile's flavor.
-FLAVOR_VCPUS = 1
-FLAVOR_DISK_GB = 10
 
 
 def image_inputs(versions: dict | None = None) -> dict:
@@ -198,10 +195,12 @@ def start(profile: Profile, mode: str = "fake", log_name: str = "aio.log") -> Al
         proc.run(["podman", "exec", name, "/usr/local/sbin/aio-firstboot", address, admin_pw, service_pw, mode,
                   GUEST_CPU_MODEL], timeout_s=READY_TIMEOUT_S, log=log, stream=True)
         clouds_yaml = write_private(rundir.path / "clouds.yaml", yaml.safe_dump({"clouds": {
-            ADMIN_CLOUD: _entry(address, "admin", admin_pw, "admin"),
-            profile.openstack.cloud: _entry(address, profile.openstack.ci_user or "demo", user_pw, "demo"),
+            ADMIN_CLOUD: clouds_entry(address, "admin", admin_pw, "admin"),
+            profile.openstack.cloud: clouds_entry(address, profile.openstack.ci_user or "demo", user_pw, "demo"),
         }}))
-        _make_resources(profile, clouds_yaml, user_pw, external, guest)
+        from ..openstack import connect
+
+        make_resources(connect(ADMIN_CLOUD, str(clouds_yaml)), profile, user_pw, external, guest)
         aio = AllInOne(rundir.run_id, rundir, name, address, clouds_yaml, round(time.monotonic() - started, 1),
                        mode, external, host_address, host_link)
         rundir.update_meta(cloud="openstack-aio", image=tag, address=address, ready_s=aio.ready_s, kept=False,
@@ -219,54 +218,6 @@ def _guest_image(log: Path):
 
     node_image = image.ensure_image(log)
     return ensure_guest_image(wheelhouse.ensure_wheelhouse(node_image, log, 1800), log)
-
-
-def _entry(address: str, user: str, password: str, project: str) -> dict:
-    return {"auth": {"auth_url": f"http://{address}:5000/v3", "username": user, "password": password,
-                     "project_name": project, "user_domain_name": "Default", "project_domain_name": "Default"},
-            "region_name": "RegionOne", "interface": "public", "identity_api_version": 3,
-            # One uwsgi worker per API on 2 busy cores: a connection reset
-            # now and then (seen from keystone during a start) is retried.
-            "connect_retries": 5}
-
-
-def _make_resources(profile: Profile, clouds_yaml: Path, user_password: str, external: str, guest=None) -> None:
-    """What the profile expects of the cloud: its flavor (the profile's node
-    memory, :data:`FLAVOR_VCPUS`, :data:`FLAVOR_DISK_GB`), an image (fake
-    mode: a few bytes; guests mode: the guest image's kernel, ramdisk and
-    qcow2 root), the external network with its floating-IP subnet
-    ``external`` (gateway: the first address, held by nobody), and project
-    ``demo`` with the profile's user holding its role."""
-    from ..openstack import connect
-
-    s = profile.openstack
-    conn = connect(ADMIN_CLOUD, str(clouds_yaml))
-    conn.compute.create_flavor(name=s.flavor_name, vcpus=FLAVOR_VCPUS, ram=profile.nodes.flavor.memory_mb,
-                               disk=FLAVOR_DISK_GB)
-    if guest is None:
-        conn.image.create_image(name=s.image_name, data=b"refarch all-in-one: no guest boots from these bytes\n",
-                                disk_format="raw", container_format="bare", visibility="public")
-    else:
-        from .guestimage import COMMAND_LINE
-
-        kernel = conn.create_image(f"{s.image_name}-kernel", filename=str(guest.kernel), disk_format="aki",
-                                   container_format="aki", visibility="public", wait=True)
-        ramdisk = conn.create_image(f"{s.image_name}-ramdisk", filename=str(guest.initrd), disk_format="ari",
-                                    container_format="ari", visibility="public", wait=True)
-        conn.create_image(s.image_name, filename=str(guest.base), disk_format="qcow2", container_format="bare",
-                          visibility="public", wait=True, kernel_id=kernel.id, ramdisk_id=ramdisk.id,
-                          os_command_line=COMMAND_LINE, hw_rng_model="virtio")
-    net = ipaddress.ip_network(external)
-    hosts = list(net.hosts())
-    public = conn.network.create_network(name=s.external_network, is_router_external=True,
-                                         provider_network_type="flat", provider_physical_network="physnet1")
-    conn.network.create_subnet(name=f"{s.external_network}-subnet", network_id=public.id, ip_version=4,
-                               cidr=external, gateway_ip=str(hosts[0]), is_dhcp_enabled=False,
-                               allocation_pools=[{"start": str(hosts[9]), "end": str(hosts[-5])}])
-    project = conn.identity.create_project(name="demo", domain_id="default", description="the suite's project")
-    user = conn.identity.create_user(name=s.ci_user or "demo", password=user_password, domain_id="default",
-                                     default_project_id=project.id)
-    conn.grant_role(conn.identity.find_role(s.role).id, user=user.id, project=project.id)
 
 
 def load(rundir: RunDir) -> AllInOne:
