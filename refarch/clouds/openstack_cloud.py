@@ -147,16 +147,16 @@ class OpenStackCloud:
         providers from the suite's mirror (built here if missing)."""
         from ..tools import providers
 
-        mirror = providers.ensure_providers(run.rundir.logs / "providers.log")
-        env = {"TF_CLI_CONFIG_FILE": str(providers.write_cli_config(run.rundir.path / "terraform.tfrc", mirror))}
         meta = run.rundir.read_meta()
         project = meta.get("project")
-        if project:
-            return {**env, "OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
-        if run.profile.openstack.all_in_one:
+        if run.profile.openstack.all_in_one and not project:
             from . import aio
 
-            aio.serve_run(meta)
+            aio.serve_run(meta)  # before anything is built for a cloud that is gone
+        mirror = providers.ensure_providers(run.rundir.logs / "providers.log")
+        env = {"TF_CLI_CONFIG_FILE": str(providers.write_cli_config(run.rundir.path / "terraform.tfrc", mirror))}
+        if project:
+            return {**env, "OS_CLOUD": project["cloud"], "OS_CLIENT_CONFIG_FILE": project["clouds_yaml"]}
         return {**env, "OS_CLOUD": run.profile.openstack.cloud}
 
     def ansible_vars(self, run: RunContext) -> dict:

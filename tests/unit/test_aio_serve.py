@@ -52,6 +52,12 @@ def test_a_run_whose_all_in_one_was_stopped_is_named_gone(runs, monkeypatch, how
 def test_destroying_a_run_whose_all_in_one_was_stopped_removes_nothing_and_says_why(runs, monkeypatch):
     stopped = an_aio("aio-test-gone02", destroyed=True)
     monkeypatch.setattr(aio, "running", lambda: [])
+    from refarch.tools import providers
+
+    def no_build(*_args, **_kwargs):
+        raise AssertionError("the providers were built for a cloud that is gone")
+
+    monkeypatch.setattr(providers, "ensure_providers", no_build)
     rundir = RunDir.create("hvd-test-run002")
     rundir.update_meta(profile="openstack-aio-guests", overrides={}, cloud="openstack", kept=True, phases={},
                        all_in_one=stopped.run_id)
