@@ -178,17 +178,25 @@ def diagnostics(stderr: str) -> list[str]:
     ``-no-color``: a block per error, ``Error: <summary>``, then where:
     ``with <resource address>,`` and/or ``on <file> line <n>...`` with the
     source excerpt up to a blank line, then the detail paragraphs), each as
-    one line ``<where>: <summary>: <detail>`` of at most
-    :data:`DIAGNOSTIC_CHARS` characters (a long detail keeps its end, where
-    a failed command's output names its cause), in Terraform's order;
+    one line ``<where>: <summary>: <detail>`` whose ``<summary>: <detail>``
+    is at most :data:`DIAGNOSTIC_CHARS` characters (a long detail keeps its
+    end, where a failed command's output names its cause), in Terraform's order;
     ``<where>`` is the resource address, else ``<file> line <n>``.  Empty
-    when ``stderr`` holds none."""
+    when ``stderr`` holds none.  After a detail that quotes a command's
+    output, only a block with its location starts a new diagnostic: one
+    without (rare there) is read as more of that output."""
     found = []
     lines_all = stderr.splitlines()
-    # A diagnostic starts after a blank line; a command's output quoted in
-    # a detail may have lines that start "Error: " too.
-    starts = [i for i, line in enumerate(lines_all)
-              if line.startswith("Error: ") and (i == 0 or not lines_all[i - 1].strip())]
+    # A diagnostic starts after a blank line.  A command's output quoted in
+    # a detail ("... Output: ...", local-exec's) may have lines that start
+    # "Error: " too: inside one, only a block with its location starts anew.
+    starts: list[int] = []
+    for i, line in enumerate(lines_all):
+        if not line.startswith("Error: ") or (i and lines_all[i - 1].strip()):
+            continue
+        located = any(re.match(r"\s+(with|on) ", n) for n in lines_all[i + 1:i + 4])
+        if not starts or located or not any("Output:" in n for n in lines_all[starts[-1]:i]):
+            starts.append(i)
     for k, start in enumerate(starts):
         lines = lines_all[start:starts[k + 1] if k + 1 < len(starts) else len(lines_all)]
         summary, where, rest = lines[0].removeprefix("Error: ").strip(), "", lines[1:]

@@ -50,6 +50,16 @@ def test_a_commands_output_that_starts_with_error_is_not_a_diagnostic_of_its_own
                           "No space left on device")
 
 
+def test_a_commands_output_with_a_blank_line_before_an_error_line_stays_in_its_diagnostic():
+    stderr = recorded("apply-local-exec-fails.stderr").replace(
+        "starting podman run for node1\n", "starting podman run for node1\n\n")
+    # The next node's failure, with its location, is a diagnostic of its own.
+    stderr += recorded("apply-local-exec-fails.stderr").replace("node[0]", "node[1]").replace("node1", "node2")
+    first, second = diagnostics(stderr)
+    assert first.startswith("terraform_data.node[0]: ") and first.endswith("No space left on device")
+    assert second.startswith("terraform_data.node[1]: ") and "node2" in second
+
+
 def test_a_long_detail_keeps_its_end_where_the_cause_is():
     noise = "\n".join(f"step {i}: fine" for i in range(200))
     stderr = recorded("apply-local-exec-fails.stderr").replace("starting podman run for node1", noise)
