@@ -338,13 +338,9 @@ def serve_run(meta: dict) -> None:
         return
     from ...paths import runs_dir
 
-    if os.environ.get(ENV_RUN_ID) == run_id and os.environ.get("OS_CLIENT_CONFIG_FILE"):
-        return
     path = runs_dir() / run_id
-    gone = not (path / "run.json").exists() or RunDir.at(path).read_meta().get("destroyed")
-    if not gone:
-        gone = run_id not in {a.run_id for a in running()}
-    if gone:
+    if (not (path / "run.json").exists() or RunDir.at(path).read_meta().get("destroyed")
+            or run_id not in {a.run_id for a in running()}):
         raise CloudGone(f"run {meta.get('run_id', '?')} was deployed on the all-in-one {run_id}, which was "
                         "stopped: its servers, networks and volumes went with it")
     _serve(load(RunDir.at(path)))
