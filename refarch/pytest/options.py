@@ -203,12 +203,18 @@ JOB_ITEM_SLACK_S = 600
 
 
 def _session_timeout_s(config) -> float:
-    """pytest-timeout's limit for every item: ``--timeout``, else the ini's
-    ``timeout``; 0 when none."""
-    try:
-        return float(config.getoption("timeout", None) or config.getini("timeout") or 0)
-    except (ValueError, TypeError):
-        return 0.0
+    """pytest-timeout's limit for every item, found as it finds it:
+    ``--timeout``, else ``$PYTEST_TIMEOUT``, else the ini's ``timeout``;
+    0 when none or unlimited."""
+    import os
+
+    for value in (config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT"), config.getini("timeout")):
+        if value is not None and value != "":
+            try:
+                return max(0.0, float(value))
+            except (TypeError, ValueError):
+                return 0.0
+    return 0.0
 
 
 def pytest_collection_modifyitems(config, items):
@@ -221,19 +227,22 @@ def pytest_collection_modifyitems(config, items):
     if state:
         # The check phase's time limit applies to each check's own call
         # (not to the setup that deploys the cluster).
-        # A run phase's item runs a job with a limit of its own (a
-        # horovodrun job: timeouts_s.smoke; the idempotence re-run:
-        # timeouts_s.configure), whose stop names what ran past it:
-        # pytest-timeout is the last resort behind that limit, never before.
+        # A smoke item's setup runs horovodrun jobs (each limited to
+        # timeouts_s.smoke, at most one per scaling point), the idempotence
+        # item the playbook (timeouts_s.configure); their own stops name
+        # what ran past them, so pytest-timeout is the last resort behind
+        # them, never before.
         t = state.profile.timeouts_s
-        job_s = {"smoke": t.smoke, "properties": t.smoke, "idempotence": t.configure}
+        job_s = {"smoke": t.smoke * len(state.profile.scaling_points()), "idempotence": t.configure}
+        session_s = _session_timeout_s(config)
         for item in items:
             phase = item.get_closest_marker("run_phase")
             if "check_phase" in item.keywords:
                 item.add_marker(pytest.mark.timeout(t.check, func_only=True))
-            elif phase and phase.args and phase.args[0] in job_s and item.get_closest_marker("timeout") is None:
+            elif (session_s and phase and phase.args and phase.args[0] in job_s
+                  and item.get_closest_marker("timeout") is None):
                 limit_s = job_s[phase.args[0]] + JOB_ITEM_SLACK_S
-                if limit_s > _session_timeout_s(config):
+                if limit_s > session_s:
                     item.add_marker(pytest.mark.timeout(limit_s))
         return
     skip = pytest.mark.skip(reason="no cluster: give --profile NAME or --run-id ID")

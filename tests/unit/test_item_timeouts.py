@@ -28,24 +28,37 @@ class Item:
         return marker.args[0] if marker else None
 
 
-def collect(profile: str, items: list[Item], session_timeout_s: float = 1800) -> list[Item]:
+def collect(profile: str, items: list[Item], ini_s: str = "1800", option_s=None) -> list[Item]:
     state = SimpleNamespace(existing=None, profile=load_profile(profile))
-    config = SimpleNamespace(stash={STATE: state}, getoption=lambda name, default=None: None,
-                             getini=lambda name: str(session_timeout_s))
+    config = SimpleNamespace(stash={STATE: state}, getoption=lambda name, default=None: option_s,
+                             getini=lambda name: ini_s)
     options.pytest_collection_modifyitems(config, items)
     return items
 
 
-def test_a_training_item_outlasts_its_jobs_limit_where_the_jobs_are_long():
+def test_a_run_phase_item_outlasts_the_limits_of_the_jobs_it_runs(monkeypatch):
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
     smoke, props, idem, check, other, pinned = collect("openstack-aio-guests", [
         Item("smoke"), Item("properties"), Item("idempotence"), Item(check=True), Item(), Item("smoke", timeout=5)])
-    t = load_profile("openstack-aio-guests").timeouts_s
-    assert smoke.limit_s() == props.limit_s() == t.smoke + options.JOB_ITEM_SLACK_S > 1800
+    profile = load_profile("openstack-aio-guests")
+    t = profile.timeouts_s
+    # np=1 and np=2 at one batch size: two jobs at most in one item's setup.
+    assert len(profile.scaling_points()) == 2
+    assert smoke.limit_s() == 2 * t.smoke + options.JOB_ITEM_SLACK_S
     assert idem.limit_s() == t.configure + options.JOB_ITEM_SLACK_S
-    assert check.limit_s() == t.check and other.limit_s() is None and pinned.limit_s() == 5
+    assert check.limit_s() == t.check
+    assert props.limit_s() is None and other.limit_s() is None and pinned.limit_s() == 5
 
 
-def test_the_session_limit_stays_where_it_is_longer():
-    [smoke] = collect("local", [Item("smoke")], session_timeout_s=1800)
-    assert load_profile("local").timeouts_s.smoke + options.JOB_ITEM_SLACK_S <= 1800
-    assert smoke.limit_s() is None
+def test_the_session_limit_stays_where_it_is_longer_or_unlimited(monkeypatch):
+    monkeypatch.delenv("PYTEST_TIMEOUT", raising=False)
+    [longer] = collect("openstack-aio-guests", [Item("smoke")], ini_s="100000")
+    [unlimited] = collect("openstack-aio-guests", [Item("smoke")], option_s=0.0)
+    assert longer.limit_s() is None and unlimited.limit_s() is None
+
+
+def test_the_session_limit_is_found_as_pytest_timeout_finds_it(monkeypatch):
+    monkeypatch.setenv("PYTEST_TIMEOUT", "100000")
+    [from_env] = collect("openstack-aio-guests", [Item("smoke")], ini_s="1800")
+    [from_option] = collect("openstack-aio-guests", [Item("smoke")], ini_s="1800", option_s=60.0)
+    assert from_env.limit_s() is None and from_option.limit_s() > 60
