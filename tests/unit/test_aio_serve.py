@@ -1,6 +1,8 @@
 """Which all-in-one a run is reached on (refarch.clouds.aio.serve_run), and
 destroying a run whose all-in-one was stopped (refarch.cluster.Cluster.destroy)."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from refarch.clouds import aio
@@ -25,9 +27,18 @@ def an_aio(run_id: str, destroyed: bool = False) -> aio.AllInOne:
     return aio.load(rundir)
 
 
+def containers(monkeypatch, *running: aio.AllInOne) -> None:
+    """podman lists the containers of ``running`` (and no others)."""
+    def run(cmd, **_kwargs):
+        assert cmd[:2] == ["podman", "ps"], cmd
+        return SimpleNamespace(stdout="".join(f"{a.container}\n" for a in running))
+
+    monkeypatch.setattr(aio.proc, "run", run)
+
+
 def test_a_run_is_reached_on_its_own_all_in_one_whichever_was_chosen_before(runs, monkeypatch):
     own, other = an_aio("aio-test-own001"), an_aio("aio-test-oth001")
-    monkeypatch.setattr(aio, "running", lambda: [own, other])
+    containers(monkeypatch, own, other)
     monkeypatch.setenv(aio.ENV_RUN_ID, other.run_id)
     monkeypatch.setenv("OS_CLIENT_CONFIG_FILE", str(other.clouds_yaml))
     aio.serve_run({"run_id": "hvd-test-run001", "all_in_one": own.run_id})
@@ -40,7 +51,7 @@ def test_a_run_is_reached_on_its_own_all_in_one_whichever_was_chosen_before(runs
 @pytest.mark.parametrize("how", ["destroyed", "container gone", "folder gone", "named by the environment"])
 def test_a_run_whose_all_in_one_was_stopped_is_named_gone(runs, monkeypatch, how):
     stopped = an_aio("aio-test-gone01", destroyed=how in ("destroyed", "named by the environment"))
-    monkeypatch.setattr(aio, "running", lambda: [] if how == "container gone" else [stopped])
+    containers(monkeypatch, *([] if how == "container gone" else [stopped]))
     name = "aio-test-nothere" if how == "folder gone" else stopped.run_id
     if how == "named by the environment":  # a parent process chose it while it ran
         monkeypatch.setenv(aio.ENV_RUN_ID, stopped.run_id)
@@ -55,7 +66,7 @@ def test_a_run_whose_all_in_one_was_stopped_is_named_gone(runs, monkeypatch, how
 
 def test_destroying_a_run_whose_all_in_one_was_stopped_removes_nothing_and_says_why(runs, monkeypatch):
     stopped = an_aio("aio-test-gone02", destroyed=True)
-    monkeypatch.setattr(aio, "running", lambda: [])
+    containers(monkeypatch)
     from refarch.tools import providers
 
     def no_build(*_args, **_kwargs):

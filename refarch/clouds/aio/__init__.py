@@ -336,14 +336,11 @@ def serve_run(meta: dict) -> None:
     run_id = meta.get("all_in_one")
     if not run_id:
         return
-    from ...paths import runs_dir
-
-    path = runs_dir() / run_id
-    if (not (path / "run.json").exists() or RunDir.at(path).read_meta().get("destroyed")
-            or run_id not in {a.run_id for a in running()}):
+    match = next((a for a in running() if a.run_id == run_id), None)
+    if match is None:
         raise CloudGone(f"run {meta.get('run_id', '?')} was deployed on the all-in-one {run_id}, which was "
                         "stopped: its servers, networks and volumes went with it")
-    _serve(load(RunDir.at(path)))
+    _serve(match)
 
 
 def stop(aio: AllInOne) -> dict[str, list[str]]:
