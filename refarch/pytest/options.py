@@ -21,6 +21,7 @@ over the cluster's node names (test ids ``test_x[node1]``).  Without
 from __future__ import annotations
 
 import getpass
+import os
 import re
 import socket
 from pathlib import Path
@@ -206,8 +207,6 @@ def _session_timeout_s(config) -> float:
     """pytest-timeout's limit for every item, found as it finds it:
     ``--timeout``, else ``$PYTEST_TIMEOUT``, else the ini's ``timeout``;
     0 when none or unlimited."""
-    import os
-
     for value in (config.getoption("timeout", None), os.environ.get("PYTEST_TIMEOUT"), config.getini("timeout")):
         if value is not None and value != "":
             try:

@@ -171,6 +171,8 @@ class Terraform:
 #: Characters of one error diagnostic kept in a message (Neutron's and
 #: Nova's errors quote whole JSON bodies).
 DIAGNOSTIC_CHARS = 700
+#: The first line of a diagnostic's location: ``with <address>,`` or ``on <file> line <n>``.
+_LOCATION = re.compile(r"\s+(with|on) ")
 
 
 def diagnostics(stderr: str) -> list[str]:
@@ -194,7 +196,7 @@ def diagnostics(stderr: str) -> list[str]:
     for i, line in enumerate(lines_all):
         if not line.startswith("Error: ") or (i and lines_all[i - 1].strip()):
             continue
-        located = any(re.match(r"\s+(with|on) ", n) for n in lines_all[i + 1:i + 4])
+        located = any(_LOCATION.match(n) for n in lines_all[i + 1:i + 4])
         if not starts or located or not any("Output:" in n for n in lines_all[starts[-1]:i]):
             starts.append(i)
     for k, start in enumerate(starts):
@@ -202,7 +204,7 @@ def diagnostics(stderr: str) -> list[str]:
         summary, where, rest = lines[0].removeprefix("Error: ").strip(), "", lines[1:]
         while rest and not rest[0].strip():
             rest = rest[1:]
-        if rest and re.match(r"\s+(with|on) ", rest[0]):
+        if rest and _LOCATION.match(rest[0]):
             for line in rest:
                 if not line.strip():
                     break
